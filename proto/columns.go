@@ -1,0 +1,48 @@
+package proto
+
+import "strings"
+
+// Reserved system columns. Every batch on CHANGES and ROUTED, and every pack,
+// carries them after the source table's own columns. A source column whose
+// name starts with SystemPrefix is refused at start-up.
+const (
+	SystemPrefix = "_sluice_"
+
+	ColOp         = "_sluice_op"          // int8: OpInsert, OpUpdate, OpDelete, OpMoveOut
+	ColLSN        = "_sluice_lsn"         // uint64: commit LSN of the change's transaction
+	ColSeq        = "_sluice_seq"         // uint64: ordinal of the change in its transaction, from 1
+	ColCommitTime = "_sluice_commit_time" // timestamp[us, UTC]: commit time at the source
+	ColUnchanged  = "_sluice_unchanged"   // list<utf8>: columns whose TOASTed value did not change (value is NULL in the row)
+)
+
+// Op codes of ColOp.
+const (
+	OpInsert int8 = 1
+	OpUpdate int8 = 2
+	OpDelete int8 = 3
+	// OpMoveOut is the delete of a row's old identity when an UPDATE changed
+	// its primary key or its routing value: the old identity is deleted and
+	// the new row inserted, both at the same position. Apply treats it as
+	// OpDelete; the router counts it as a routing mutation when the routing
+	// value differs from the paired row's.
+	OpMoveOut int8 = 4
+)
+
+// IsTombstone reports whether op removes the row.
+func IsTombstone(op int8) bool { return op == OpDelete || op == OpMoveOut }
+
+// IsSystemColumn reports whether name is reserved by sluice.
+func IsSystemColumn(name string) bool { return strings.HasPrefix(name, SystemPrefix) }
+
+// Schema-level Arrow metadata keys every batch schema carries.
+const (
+	MetaTable      = "sluice.table"       // schema.table
+	MetaPrimaryKey = "sluice.primary_key" // comma-separated primary key column names, in key order
+	MetaRouting    = "sluice.routing"     // routing column name
+)
+
+// Field-level Arrow metadata keys.
+const (
+	MetaPgType = "sluice.pgtype" // Postgres type name (format_type), e.g. "numeric(40,20)", "text[]"
+	MetaKind   = "sluice.kind"   // the contract's type kind, see types.go
+)

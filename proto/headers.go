@@ -1,0 +1,54 @@
+package proto
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Message headers. nats.Header keys are case-sensitive: always use these.
+const (
+	HeaderWire        = "Sluice-Wire"        // wire version, "major.minor"
+	HeaderTable       = "Sluice-Table"       // source table, schema.table
+	HeaderSchema      = "Sluice-Schema"      // Arrow schema fingerprint of the body
+	HeaderFirst       = "Sluice-First"       // first position in the batch (Position.String)
+	HeaderLast        = "Sluice-Last"        // last position in the batch
+	HeaderThrough     = "Sluice-Through"     // LSN the source is complete through once this message and all before it are stored
+	HeaderRows        = "Sluice-Rows"        // rows in the body
+	HeaderDestination = "Sluice-Destination" // destination (ROUTED, PACKS)
+	HeaderStage       = "Sluice-Stage"       // DLQ: the stage that dead-lettered
+	HeaderReason      = "Sluice-Reason"      // DLQ: why
+	HeaderOrigSubject = "Sluice-Orig-Subject"
+	HeaderOrigStream  = "Sluice-Orig-Stream"
+	HeaderOrigSeq     = "Sluice-Orig-Seq"
+
+	HeaderMsgID       = "Nats-Msg-Id"
+	HeaderTraceparent = "traceparent"
+	HeaderTracestate  = "tracestate"
+)
+
+// The wire version this build writes. A reader accepts any minor version of
+// its own major and refuses every other major.
+const (
+	WireMajor   = 1
+	WireMinor   = 0
+	WireVersion = "1.0"
+)
+
+// ErrWireVersion is returned for a message whose wire major version this
+// build does not read. It is permanent: the message is dead-lettered.
+var ErrWireVersion = errors.New("unsupported wire version")
+
+// CheckWire validates the Sluice-Wire header value.
+func CheckWire(v string) error {
+	major, _, ok := strings.Cut(v, ".")
+	if !ok {
+		return fmt.Errorf("%w: header %s=%q is not major.minor", ErrWireVersion, HeaderWire, v)
+	}
+	m, err := strconv.Atoi(major)
+	if err != nil || m != WireMajor {
+		return fmt.Errorf("%w: got %q, this build reads major %d", ErrWireVersion, v, WireMajor)
+	}
+	return nil
+}

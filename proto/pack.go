@@ -1,0 +1,45 @@
+package proto
+
+import (
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// A pack is one immutable Arrow IPC file per (destination, table, flush). Its
+// schema metadata (written in the file footer) carries these keys; its rows
+// carry the table's columns and the system columns. Packs live at
+// <destination>/<table>/<pack_id>.arrow in the pack store.
+const (
+	PackFormatVersion = "1"
+
+	MetaPackFormat      = "sluice.pack.format"
+	MetaPackID          = "sluice.pack.id"
+	MetaPackStoreID     = "sluice.pack.store_id"
+	MetaPackDestination = "sluice.pack.destination"
+	MetaPackTable       = "sluice.pack.table"
+	MetaPackSchema      = "sluice.pack.schema" // schema fingerprint of the rows
+	MetaPackFirst       = "sluice.pack.first"  // Position.String
+	MetaPackLast        = "sluice.pack.last"
+	MetaPackRows        = "sluice.pack.rows"
+	MetaPackTombstones  = "sluice.pack.tombstones"
+)
+
+// PackPath is the store-relative path of a pack.
+func PackPath(destination, table, packID string) string {
+	return destination + "/" + table + "/" + packID + ".arrow"
+}
+
+// PackEventSchema is the schema of the one-row Arrow IPC body of a pack event
+// on PACKS: enough for an indexer to find and check the pack.
+var PackEventSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "pack_id", Type: arrow.BinaryTypes.String},
+	{Name: "store_id", Type: arrow.BinaryTypes.String},
+	{Name: "destination", Type: arrow.BinaryTypes.String},
+	{Name: "table", Type: arrow.BinaryTypes.String},
+	{Name: "path", Type: arrow.BinaryTypes.String},
+	{Name: "schema", Type: arrow.BinaryTypes.String},
+	{Name: "first", Type: arrow.BinaryTypes.String},
+	{Name: "last", Type: arrow.BinaryTypes.String},
+	{Name: "rows", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "tombstones", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "bytes", Type: arrow.PrimitiveTypes.Int64},
+}, nil)

@@ -1,0 +1,2 @@
+// Package test holds sluice's end-to-end and crash tests.
+package test
