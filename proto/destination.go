@@ -95,11 +95,19 @@ func ValidateDestination(name string) error {
 	return nil
 }
 
-// Partition is the stable partition of a destination: FNV-1a 32 of its name
-// modulo the partition count. Changing delivery.partitions re-maps
-// destinations; do it only with the pipeline drained.
+// Partition is the stable partition of a destination: FNV-1a 64 of its name,
+// finalized with the murmur3 fmix64 mixer (FNV's low bits alone spread short
+// similar names badly), modulo the partition count. Changing
+// delivery.partitions re-maps destinations; do it only with the pipeline
+// drained.
 func Partition(destination string, partitions int) int {
-	h := fnv.New32a()
+	h := fnv.New64a()
 	h.Write([]byte(destination))
-	return int(h.Sum32() % uint32(partitions))
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return int(x % uint64(partitions))
 }

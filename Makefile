@@ -1,0 +1,43 @@
+# sluice — make run | make test | make build | make bench | make lint | make soak
+SHELL := /bin/bash
+GO ?= go
+MODS := proto shared services/reader services/router services/flusher services/indexer services/publisher services/sluice test
+PKGS := github.com/sluice-cdc/sluice/...
+SERVICES := reader router flusher indexer publisher
+CONFIG ?= deploy/demo.yaml
+DURATION ?= 30m
+TEST_TIMEOUT ?= 25m
+
+.PHONY: all build libchdb run test bench lint soak clean
+
+all: build
+
+libchdb:
+	@./deploy/fetch-libchdb.sh >/dev/null
+
+build: libchdb
+	@mkdir -p bin
+	$(GO) build -o bin/sluice ./services/sluice
+	@for s in $(SERVICES); do $(GO) build -o bin/$$s ./services/$$s/cmd/$$s || exit 1; done
+	@echo "built: bin/sluice $(addprefix bin/,$(SERVICES))"
+
+run: build
+	./bin/sluice dev --config $(CONFIG)
+
+test: libchdb
+	@command -v initdb >/dev/null || test -x "$$(pg_config --bindir 2>/dev/null)/initdb" || { echo "Postgres server binaries are missing: apt-get install postgresql (or run .ci/run)"; exit 1; }
+	$(MAKE) lint
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+bench: libchdb
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x -count=1 $(PKGS) | tee bench.out
+
+lint:
+	@out=$$(gofmt -l $(MODS)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+soak: build
+	SLUICE_SOAK_DURATION=$(DURATION) $(GO) test -count=1 -timeout 0 -run 'Soak' ./test/...
+
+clean:
+	rm -rf bin bench.out

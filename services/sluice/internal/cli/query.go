@@ -1,0 +1,308 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
+)
+
+func newStatusCmd(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Per destination state, cursor and lag; the latest snapshot; JetStream lag",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var raw []byte
+			if err := c.get(cmd.Context(), "/api/v1/status", nil, &raw); err != nil {
+				return err
+			}
+			if asJSON {
+				_, err := os.Stdout.Write(append(bytes.TrimSpace(raw), '\n'))
+				return err
+			}
+			return printStatus(os.Stdout, raw)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func newSnapshotsCmd(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "snapshots",
+		Short: "Published snapshots: version, published_at, through_lsn, pack count",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var snaps []api.Snapshot
+			if err := c.get(cmd.Context(), "/api/v1/snapshots", nil, &snaps); err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(snaps)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "VERSION\tPUBLISHED_AT\tTHROUGH_LSN\tPACKS")
+			for _, s := range snaps {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\n", s.Version, s.PublishedAt.UTC().Format(time.RFC3339Nano), s.ThroughLSN, s.Packs)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the snapshots as JSON")
+	return cmd
+}
+
+func newWaitCmd(g *globalFlags) *cobra.Command {
+	var through string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "wait --through-lsn LSN",
+		Short: "Block until the latest published snapshot includes every change at or below LSN",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			target, err := proto.ParseLSN(through)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			last := ""
+			for {
+				var s api.Snapshot
+				err := c.get(ctx, "/api/v1/snapshots/latest", nil, &s)
+				var ae *apiError
+				switch {
+				case err == nil:
+					got, perr := proto.ParseLSN(s.ThroughLSN)
+					if perr == nil && got >= target {
+						fmt.Fprintf(os.Stderr, "snapshot %d includes everything through %s (through_lsn %s)\n", s.Version, target, s.ThroughLSN)
+						return nil
+					}
+					last = fmt.Sprintf("latest snapshot %d is through %s", s.Version, s.ThroughLSN)
+				case errors.As(err, &ae) && ae.Status == 404:
+					last = "no snapshot published yet"
+				case ctx.Err() != nil:
+				default:
+					last = err.Error()
+				}
+				select {
+				case <-ctx.Done():
+					if cmd.Context().Err() != nil {
+						return &exitError{130, errors.New("interrupted")}
+					}
+					return &exitError{1, fmt.Errorf("timed out after %s waiting for %s: %s", timeout, target, last)}
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&through, "through-lsn", "", "source LSN in Postgres text form, e.g. 0/16B3748")
+	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "give up after this long (exit 1)")
+	_ = cmd.MarkFlagRequired("through-lsn")
+	return cmd
+}
+
+func newReadCmd(g *globalFlags) *cobra.Command {
+	var dest, table, format string
+	var snapshot int64
+	var system bool
+	var pageSize int
+	cmd := &cobra.Command{
+		Use:   "read --destination D --table SCHEMA.TABLE",
+		Short: "A destination's copy of a table as of a snapshot, ordered by primary key",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := proto.ValidateDestination(dest); err != nil {
+				return &exitError{2, err}
+			}
+			if err := proto.ValidateTable(table); err != nil {
+				return &exitError{2, err}
+			}
+			var out rowWriter
+			switch format {
+			case "jsonl":
+				out = &jsonlWriter{w: bufio.NewWriter(os.Stdout)}
+			case "csv":
+				out = &csvWriter{w: csv.NewWriter(os.Stdout)}
+			case "table":
+				out = &tableWriter{w: tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)}
+			default:
+				return &exitError{2, fmt.Errorf("--format %q: want jsonl, csv or table", format)}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{"destination": {dest}, "table": {table}, "limit": {strconv.Itoa(pageSize)}}
+			if snapshot >= 0 {
+				q.Set("snapshot", strconv.FormatInt(snapshot, 10))
+			}
+			if system {
+				q.Set("system_columns", "true")
+			}
+			for {
+				var page api.RowsPage
+				if err := c.get(cmd.Context(), "/api/v1/rows", q, &page); err != nil {
+					return err
+				}
+				// Every page after the first is pinned to the first page's snapshot.
+				q.Set("snapshot", strconv.FormatUint(page.Snapshot, 10))
+				for _, r := range page.Rows {
+					if err := out.row(r); err != nil {
+						return err
+					}
+				}
+				if page.Next == "" {
+					return out.close()
+				}
+				q.Set("after", page.Next)
+			}
+		},
+	}
+	cmd.Flags().StringVar(&dest, "destination", "", "destination name")
+	cmd.Flags().StringVar(&table, "table", "", "source table, schema.table")
+	cmd.Flags().Int64Var(&snapshot, "snapshot", -1, "snapshot version (default: the latest published)")
+	cmd.Flags().StringVar(&format, "format", "jsonl", "jsonl, csv or table")
+	cmd.Flags().BoolVar(&system, "system-columns", false, "include the _sluice_* system columns")
+	cmd.Flags().IntVar(&pageSize, "page-size", 5000, "rows per API page")
+	_ = cmd.MarkFlagRequired("destination")
+	_ = cmd.MarkFlagRequired("table")
+	return cmd
+}
+
+type rowWriter interface {
+	row(json.RawMessage) error
+	close() error
+}
+
+type jsonlWriter struct{ w *bufio.Writer }
+
+func (j *jsonlWriter) row(r json.RawMessage) error {
+	j.w.Write(r)
+	return j.w.WriteByte('\n')
+}
+func (j *jsonlWriter) close() error { return j.w.Flush() }
+
+// orderedObject decodes a JSON object keeping its key order.
+func orderedObject(r json.RawMessage) (keys []string, vals []string, err error) {
+	dec := json.NewDecoder(bytes.NewReader(r))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, fmt.Errorf("row is not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, t.(string))
+		vals = append(vals, cell(v))
+	}
+	return keys, vals, nil
+}
+
+// cell renders a JSON value for csv and table output: strings unquoted,
+// null empty, everything else as JSON.
+func cell(v json.RawMessage) string {
+	if string(v) == "null" {
+		return ""
+	}
+	var s string
+	if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(v)
+}
+
+type csvWriter struct {
+	w      *csv.Writer
+	header bool
+}
+
+func (c *csvWriter) row(r json.RawMessage) error {
+	keys, vals, err := orderedObject(r)
+	if err != nil {
+		return err
+	}
+	if !c.header {
+		c.header = true
+		if err := c.w.Write(keys); err != nil {
+			return err
+		}
+	}
+	return c.w.Write(vals)
+}
+func (c *csvWriter) close() error { c.w.Flush(); return c.w.Error() }
+
+type tableWriter struct {
+	w      *tabwriter.Writer
+	header bool
+}
+
+func (t *tableWriter) row(r json.RawMessage) error {
+	keys, vals, err := orderedObject(r)
+	if err != nil {
+		return err
+	}
+	if !t.header {
+		t.header = true
+		fmt.Fprintln(t.w, strings.ToUpper(strings.Join(keys, "\t")))
+	}
+	for i, v := range vals {
+		if len(v) > 60 {
+			vals[i] = v[:57] + "..."
+		}
+		vals[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(vals[i])
+	}
+	_, err = fmt.Fprintln(t.w, strings.Join(vals, "\t"))
+	return err
+}
+func (t *tableWriter) close() error { return t.w.Flush() }
+
+// printStatus renders the status JSON for a person.
+func printStatus(w io.Writer, raw []byte) error {
+	var s map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("decoding status: %w", err)
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, raw, "", "  "); err != nil {
+		return err
+	}
+	_, err := w.Write(append(pretty.Bytes(), '\n'))
+	return err
+}

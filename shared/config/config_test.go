@@ -1,0 +1,142 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultsValidate(t *testing.T) {
+	cfg := Default()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseContractExample(t *testing.T) {
+	cfg, err := Parse([]byte(`
+source:
+  dsn: postgres://app@127.0.0.1:5432/app
+  tables: [public.orders, public.customers]
+  routing_column: tenant_id
+  slot: sluice
+  publication: sluice
+  backfill: true
+destinations:
+  mode: auto
+nats:
+  url: embedded
+state:
+  dsn: ""
+catalog:
+  url: embedded
+packs:
+  url: ""
+data_dir: ./.sluice
+delivery:
+  flush_interval: 5s
+  partitions: 16
+publisher:
+  interval: 1s
+http:
+  listen: 127.0.0.1:8080
+telemetry:
+  otlp_endpoint: ""
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Delivery.FlushInterval != 5*time.Second || len(cfg.Source.Tables) != 2 || !cfg.Source.Backfill {
+		t.Fatalf("decoded %+v", cfg)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	cases := []struct{ yaml, key string }{
+		{"bogus: 1", "field bogus not found"},
+		{"delivery:\n  flush_intervall: 5s", "flush_intervall"},
+		{"delivery:\n  flush_interval: -5s", "delivery.flush_interval"},
+		{"delivery:\n  partitions: 0", "delivery.partitions"},
+		{"destinations:\n  mode: every", "destinations.mode"},
+		{"source:\n  dsn: postgres://app:secret@h/db\n  tables: [public.t]", "source.dsn"},
+		{"source:\n  dsn: postgres://app@h/db\n  tables: [orders]", "source.tables"},
+		{"source:\n  dsn: postgres://app@h/db\n  tables: [public.t, public.t]", "source.tables"},
+		{"source:\n  dsn: mysql://h/db\n  tables: [public.t]", "source.dsn"},
+		{"nats:\n  password: hunter2", "nats.password"},
+		{"http:\n  token: abc", "http.token"},
+		{"catalog:\n  url: mysql://x", "catalog.url"},
+		{"nats:\n  url: http://x", "nats.url"},
+		{"destinations:\n  mode: list\n  list: {a: 'b.c'}", "destinations.list"},
+		{"telemetry:\n  log_level: loud", "telemetry.log_level"},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil {
+			t.Errorf("%q was accepted", c.yaml)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%q: error %q does not name %s", c.yaml, err, c.key)
+		}
+		if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: error leaks a credential: %q", c.yaml, err)
+		}
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	cfg := Default()
+	env := map[string]string{
+		"SLUICE_SOURCE_DSN":              "postgres://app:pw@h/db",
+		"SLUICE_SOURCE_TABLES":           "public.a, public.b",
+		"SLUICE_DELIVERY_FLUSH_INTERVAL": "2s",
+		"SLUICE_DELIVERY_PARTITIONS":     "4",
+		"SLUICE_NATS_MAX_PAYLOAD":        "16MiB",
+		"SLUICE_DATA_DIR":                "/tmp/x",
+		"SLUICE_SOURCE_BACKFILL":         "true",
+		"SLUICE_HTTP_TOKEN":              "t0k",
+	}
+	err := applyEnv(&cfg, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal("a password from the environment must be accepted:", err)
+	}
+	if cfg.Source.DSN != env["SLUICE_SOURCE_DSN"] || len(cfg.Source.Tables) != 2 || cfg.Delivery.FlushInterval != 2*time.Second ||
+		cfg.Delivery.Partitions != 4 || cfg.NATS.MaxPayload != 16<<20 || cfg.DataDir != "/tmp/x" || !cfg.Source.Backfill || cfg.HTTP.Token != "t0k" {
+		t.Fatalf("overrides not applied: %+v", cfg)
+	}
+	err = applyEnv(&cfg, func(k string) (string, bool) {
+		if k == "SLUICE_DELIVERY_WORKERS" {
+			return "many", true
+		}
+		return "", false
+	})
+	var ke *KeyError
+	if !errors.As(err, &ke) || ke.Key != "delivery.workers" {
+		t.Fatalf("a bad override must name its key, got %v", err)
+	}
+}
+
+func TestEnvNamesCoverEveryKey(t *testing.T) {
+	names := EnvNames()
+	for _, want := range []string{"SLUICE_SOURCE_DSN", "SLUICE_DELIVERY_FLUSH_INTERVAL", "SLUICE_DATA_DIR", "SLUICE_TELEMETRY_OTLP_ENDPOINT", "SLUICE_HTTP_LISTEN"} {
+		found := false
+		for _, n := range names {
+			found = found || n == want
+		}
+		if !found {
+			t.Errorf("%s is not an override", want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("delivery:\n  flush_interval: 5s\n"))
+	f.Add([]byte("source: {dsn: 'postgres://a@b/c', tables: [public.t]}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = Parse(b) // must never panic
+	})
+}

@@ -1,0 +1,23 @@
+// Package packstore owns sluice's packs: the Store port (a local directory
+// today, S3-compatible object storage later), the directory implementation,
+// and the pack file format itself — one Arrow IPC file (zstd) whose footer
+// schema metadata carries the proto.MetaPack* keys beside the table's own
+// schema metadata.
+//
+// A pack is immutable: a Store never overwrites a path with different bytes
+// (writing the same bytes again is an idempotent no-op), never exposes a
+// partly written file, and never accepts a path outside the
+// <destination>/<table>/<file> layout. packstore must never decide what goes
+// into a pack (resolution is the flusher's job) nor read the catalog.
+//
+// Every implementation must pass packstoretest.StoreContract.
+//
+// NOTES
+//   - DirStore.Put is write temp file + fsync + link(2) into place (link never
+//     clobbers, so two racing writers of one path cannot both win) + fsync of
+//     the directory; the temp file is then removed.
+//   - EncodePack derives Rows, Tombstones, First and Last from the rows'
+//     system columns and refuses a PackMeta that disagrees with them.
+//   - DecodePack and ReadPackMeta recover from panics inside the Arrow IPC
+//     reader on corrupt input and return an error wrapping ErrCorruptPack.
+package packstore

@@ -1,0 +1,358 @@
+package packstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// Store is where packs live. Paths are store-relative, "/"-separated and
+// follow the layout <destination>/<table>/<file> (proto.PackPath).
+type Store interface {
+	// ID is the store's identity, recorded in every pack's footer and in the
+	// catalog's sort key.
+	ID() string
+	// Put writes data at path atomically: a reader sees either nothing or
+	// the whole pack. Writing the same bytes again is a no-op; different
+	// bytes at an existing path fail with ErrImmutable.
+	Put(ctx context.Context, path string, data []byte) error
+	// Get returns the pack at path, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, path string) ([]byte, error)
+	// List calls fn for every pack whose path starts with prefix, in lexical
+	// order of the path. An error from fn stops the walk and is returned.
+	List(ctx context.Context, prefix string, fn func(path string) error) error
+	// TableFunction is a ClickHouse table function that reads the pack at
+	// path, e.g. file('/abs/path', 'Arrow').
+	TableFunction(path string) string
+}
+
+var (
+	fileRe    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$`)
+	storeIDRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+)
+
+// ValidatePath checks that path follows <destination>/<table>/<file>[/...]:
+// a valid destination name, a valid schema.table, and file segments of
+// [A-Za-z0-9_.-] that neither start with a dot nor are "." or "..".
+func ValidatePath(path string) error {
+	parts := strings.Split(path, "/")
+	if len(parts) < 3 {
+		return fmt.Errorf("%w: %q: want <destination>/<table>/<file>", ErrBadPath, path)
+	}
+	if err := proto.ValidateDestination(parts[0]); err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrBadPath, path, err)
+	}
+	if err := proto.ValidateTable(parts[1]); err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrBadPath, path, err)
+	}
+	for _, p := range parts[2:] {
+		if !fileRe.MatchString(p) {
+			return fmt.Errorf("%w: %q: segment %q", ErrBadPath, path, p)
+		}
+	}
+	return nil
+}
+
+// validatePrefix accepts "" and any prefix of a valid path: complete
+// segments must be valid, the last (partial) segment may only use the
+// characters a path segment may hold.
+func validatePrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if strings.Contains(prefix, "..") || strings.HasPrefix(prefix, "/") || strings.ContainsAny(prefix, "\\\x00") {
+		return fmt.Errorf("%w: prefix %q", ErrBadPath, prefix)
+	}
+	parts := strings.Split(prefix, "/")
+	for i, p := range parts {
+		last := i == len(parts)-1
+		if last && p == "" {
+			break
+		}
+		switch {
+		case i == 0 && !last:
+			if err := proto.ValidateDestination(p); err != nil {
+				return fmt.Errorf("%w: prefix %q: %v", ErrBadPath, prefix, err)
+			}
+		case i == 1 && !last:
+			if err := proto.ValidateTable(p); err != nil {
+				return fmt.Errorf("%w: prefix %q: %v", ErrBadPath, prefix, err)
+			}
+		default:
+			for j := 0; j < len(p); j++ {
+				c := p[j]
+				if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == '~') {
+					return fmt.Errorf("%w: prefix %q", ErrBadPath, prefix)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// DirStore is a Store in a local directory.
+type DirStore struct {
+	root string // absolute
+	id   string
+
+	// noLink makes Put rename instead of link: a test knob that switches the
+	// no-clobber rule off (negative control).
+	noLink bool
+}
+
+// OpenDir opens (creating it if needed) a directory store. storeID is the
+// store's identity; empty means "local".
+func OpenDir(dir, storeID string) (*DirStore, error) {
+	if storeID == "" {
+		storeID = "local"
+	}
+	if !storeIDRe.MatchString(storeID) {
+		return nil, fmt.Errorf("opening pack directory: store id %q: want 1-128 of [A-Za-z0-9_.:-]", storeID)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening pack directory %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("opening pack directory %s: %w", abs, err)
+	}
+	return &DirStore{root: abs, id: storeID}, nil
+}
+
+// ID implements Store.
+func (d *DirStore) ID() string { return d.id }
+
+// Root is the store's absolute directory.
+func (d *DirStore) Root() string { return d.root }
+
+func (d *DirStore) abs(path string) string {
+	return filepath.Join(d.root, filepath.FromSlash(path))
+}
+
+// Put implements Store.
+func (d *DirStore) Put(ctx context.Context, path string, data []byte) error {
+	if err := ValidatePath(path); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("writing pack %s: %w", path, err)
+	}
+	final := d.abs(path)
+	dir := filepath.Dir(final)
+	if same, err := sameContent(final, data); err == nil {
+		if same {
+			return nil
+		}
+		return fmt.Errorf("writing pack %s: %w", path, ErrImmutable)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("writing pack %s: %w", path, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("writing pack %s: %w", path, err)
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(rnd[:]))
+	if err := writeSync(tmp, data); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing pack %s: %w", path, err)
+	}
+	defer os.Remove(tmp)
+	if d.noLink {
+		if err := os.Rename(tmp, final); err != nil {
+			return fmt.Errorf("writing pack %s: %w", path, err)
+		}
+	} else if err := os.Link(tmp, final); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			// Lost a race with another writer of the same path.
+			same, cerr := sameContent(final, data)
+			if cerr != nil {
+				return fmt.Errorf("writing pack %s: %w", path, cerr)
+			}
+			if !same {
+				return fmt.Errorf("writing pack %s: %w", path, ErrImmutable)
+			}
+			return nil
+		}
+		return fmt.Errorf("writing pack %s: %w", path, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("writing pack %s: syncing directory: %w", path, err)
+	}
+	return nil
+}
+
+func sameContent(path string, data []byte) (bool, error) {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(old, data), nil
+}
+
+func writeSync(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// Get implements Store.
+func (d *DirStore) Get(ctx context.Context, path string) ([]byte, error) {
+	if err := ValidatePath(path); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("reading pack %s: %w", path, err)
+	}
+	b, err := os.ReadFile(d.abs(path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading pack %s: %w", path, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pack %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// List implements Store. Temporary files (names starting with ".") are
+// never listed.
+func (d *DirStore) List(ctx context.Context, prefix string, fn func(path string) error) error {
+	if err := validatePrefix(prefix); err != nil {
+		return err
+	}
+	// Start the walk at the deepest complete directory of the prefix.
+	startRel := ""
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		startRel = prefix[:i]
+	}
+	start := d.root
+	if startRel != "" {
+		start = d.abs(startRel)
+	}
+	var walk func(dir, rel string) error
+	walk = func(dir, rel string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ents, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		names := make([]string, 0, len(ents))
+		isDir := make(map[string]bool, len(ents))
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			names = append(names, e.Name())
+			isDir[e.Name()] = e.IsDir()
+		}
+		// Lexical order of full paths: a directory "a" sorts as "a/".
+		sort.Slice(names, func(i, j int) bool {
+			a, b := names[i], names[j]
+			if isDir[a] {
+				a += "/"
+			}
+			if isDir[b] {
+				b += "/"
+			}
+			return a < b
+		})
+		for _, n := range names {
+			p := n
+			if rel != "" {
+				p = rel + "/" + n
+			}
+			if isDir[n] {
+				// Prune subtrees that cannot match the prefix.
+				pd := p + "/"
+				if !strings.HasPrefix(pd, prefix) && !strings.HasPrefix(prefix, pd) {
+					continue
+				}
+				if err := walk(filepath.Join(dir, n), p); err != nil {
+					return err
+				}
+				continue
+			}
+			if !strings.HasPrefix(p, prefix) || ValidatePath(p) != nil {
+				continue
+			}
+			if err := fn(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(start, startRel); err != nil {
+		return fmt.Errorf("listing packs under %q: %w", prefix, err)
+	}
+	return nil
+}
+
+// TableFunction implements Store: file('<absolute path>', 'Arrow'), the
+// path escaped for a ClickHouse string literal.
+func (d *DirStore) TableFunction(path string) string {
+	return "file(" + QuoteString(d.abs(path)) + ", 'Arrow')"
+}
+
+// QuoteString renders s as a ClickHouse single-quoted string literal.
+func QuoteString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('\'')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\'':
+			b.WriteString(`\'`)
+		case 0:
+			b.WriteString(`\0`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+var _ Store = (*DirStore)(nil)
