@@ -1,0 +1,304 @@
+package pgoutput
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrMalformed marks a message that does not follow the pgoutput v1 format.
+var ErrMalformed = errors.New("malformed pgoutput message")
+
+// Message types (the first byte of every pgoutput message).
+const (
+	TypeBegin    byte = 'B'
+	TypeCommit   byte = 'C'
+	TypeOrigin   byte = 'O'
+	TypeRelation byte = 'R'
+	TypeType     byte = 'Y'
+	TypeInsert   byte = 'I'
+	TypeUpdate   byte = 'U'
+	TypeDelete   byte = 'D'
+	TypeTruncate byte = 'T'
+	TypeMessage  byte = 'M'
+)
+
+// Tuple value kinds.
+const (
+	ValueNull      byte = 'n'
+	ValueUnchanged byte = 'u' // an unchanged TOASTed value: not sent
+	ValueText      byte = 't'
+	ValueBinary    byte = 'b'
+)
+
+// Replica identity settings of a Relation message.
+const (
+	IdentityDefault byte = 'd'
+	IdentityNothing byte = 'n'
+	IdentityFull    byte = 'f'
+	IdentityIndex   byte = 'i'
+)
+
+// pgEpoch is 2000-01-01, the origin of Postgres timestamps.
+var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Begin starts a transaction.
+type Begin struct {
+	FinalLSN   uint64 // LSN of the commit record
+	CommitTime time.Time
+	Xid        uint32
+}
+
+// Commit ends a transaction.
+type Commit struct {
+	Flags      uint8
+	CommitLSN  uint64
+	EndLSN     uint64 // end of the commit record: the position to confirm
+	CommitTime time.Time
+}
+
+// Column is one column of a Relation.
+type Column struct {
+	Key     bool // part of the replica identity
+	Name    string
+	TypeOID uint32
+	TypMod  int32
+}
+
+// Relation describes a table; it precedes the first change of that table
+// in a session and every change after the table's definition changed.
+type Relation struct {
+	ID        uint32
+	Namespace string
+	Name      string
+	Identity  byte
+	Columns   []Column
+}
+
+// Tuple is one row image. Kinds[i] is one of the Value* bytes; Values[i]
+// aliases the decoded buffer.
+type Tuple struct {
+	Kinds  []byte
+	Values [][]byte
+}
+
+// Len is the number of columns in the tuple.
+func (t *Tuple) Len() int { return len(t.Kinds) }
+
+func (t *Tuple) reset() {
+	t.Kinds = t.Kinds[:0]
+	t.Values = t.Values[:0]
+}
+
+// Change is an Insert, Update or Delete. Old is set for an Update that
+// carries a key ('K') or old ('O') tuple and for every Delete; OldKind says
+// which. New is set for Insert and Update.
+type Change struct {
+	Op       byte // TypeInsert, TypeUpdate, TypeDelete
+	Relation uint32
+	OldKind  byte // 0, 'K' or 'O'
+	Old      Tuple
+	New      Tuple
+}
+
+// Truncate lists the truncated relations.
+type Truncate struct {
+	Options   uint8
+	Relations []uint32
+}
+
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: short %s at offset %d of %d", ErrMalformed, what, r.off, len(r.b))
+	}
+}
+
+func (r *reader) u8(what string) byte {
+	if r.err != nil || r.off+1 > len(r.b) {
+		r.fail(what)
+		return 0
+	}
+	v := r.b[r.off]
+	r.off++
+	return v
+}
+
+func (r *reader) u16(what string) uint16 {
+	if r.err != nil || r.off+2 > len(r.b) {
+		r.fail(what)
+		return 0
+	}
+	v := binary.BigEndian.Uint16(r.b[r.off:])
+	r.off += 2
+	return v
+}
+
+func (r *reader) u32(what string) uint32 {
+	if r.err != nil || r.off+4 > len(r.b) {
+		r.fail(what)
+		return 0
+	}
+	v := binary.BigEndian.Uint32(r.b[r.off:])
+	r.off += 4
+	return v
+}
+
+func (r *reader) u64(what string) uint64 {
+	if r.err != nil || r.off+8 > len(r.b) {
+		r.fail(what)
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b[r.off:])
+	r.off += 8
+	return v
+}
+
+func (r *reader) time(what string) time.Time {
+	us := int64(r.u64(what))
+	return pgEpoch.Add(time.Duration(us) * time.Microsecond)
+}
+
+func (r *reader) cstring(what string) string {
+	if r.err != nil {
+		return ""
+	}
+	for i := r.off; i < len(r.b); i++ {
+		if r.b[i] == 0 {
+			s := string(r.b[r.off:i])
+			r.off = i + 1
+			return s
+		}
+	}
+	r.fail(what)
+	return ""
+}
+
+func (r *reader) bytes(n int, what string) []byte {
+	if r.err != nil || n < 0 || r.off+n > len(r.b) {
+		r.fail(what)
+		return nil
+	}
+	v := r.b[r.off : r.off+n : r.off+n]
+	r.off += n
+	return v
+}
+
+func (r *reader) tuple(t *Tuple) {
+	t.reset()
+	n := int(r.u16("tuple column count"))
+	for i := 0; i < n && r.err == nil; i++ {
+		k := r.u8("tuple value kind")
+		var v []byte
+		switch k {
+		case ValueNull, ValueUnchanged:
+		case ValueText, ValueBinary:
+			l := r.u32("tuple value length")
+			v = r.bytes(int(l), "tuple value")
+		default:
+			if r.err == nil {
+				r.err = fmt.Errorf("%w: unknown tuple value kind %q", ErrMalformed, k)
+			}
+		}
+		t.Kinds = append(t.Kinds, k)
+		t.Values = append(t.Values, v)
+	}
+}
+
+func (r *reader) done(what string) error {
+	if r.err != nil {
+		return fmt.Errorf("decoding %s: %w", what, r.err)
+	}
+	return nil
+}
+
+// DecodeBegin decodes a Begin message (including its type byte).
+func DecodeBegin(b []byte) (Begin, error) {
+	r := reader{b: b, off: 1}
+	m := Begin{FinalLSN: r.u64("final lsn"), CommitTime: r.time("commit time"), Xid: r.u32("xid")}
+	return m, r.done("begin")
+}
+
+// DecodeCommit decodes a Commit message.
+func DecodeCommit(b []byte) (Commit, error) {
+	r := reader{b: b, off: 1}
+	m := Commit{Flags: r.u8("flags"), CommitLSN: r.u64("commit lsn"), EndLSN: r.u64("end lsn"), CommitTime: r.time("commit time")}
+	return m, r.done("commit")
+}
+
+// DecodeRelation decodes a Relation message.
+func DecodeRelation(b []byte) (Relation, error) {
+	r := reader{b: b, off: 1}
+	m := Relation{ID: r.u32("relation id"), Namespace: r.cstring("namespace"), Name: r.cstring("relation name"), Identity: r.u8("replica identity")}
+	n := int(r.u16("column count"))
+	for i := 0; i < n && r.err == nil; i++ {
+		c := Column{Key: r.u8("column flags")&1 == 1, Name: r.cstring("column name"), TypeOID: r.u32("type oid"), TypMod: int32(r.u32("type modifier"))}
+		if r.err == nil {
+			m.Columns = append(m.Columns, c)
+		}
+	}
+	return m, r.done("relation")
+}
+
+// DecodeChange decodes an Insert, Update or Delete message into c, reusing
+// its tuple slices.
+func DecodeChange(b []byte, c *Change) error {
+	if len(b) == 0 {
+		return fmt.Errorf("%w: empty message", ErrMalformed)
+	}
+	r := reader{b: b, off: 1}
+	c.Op = b[0]
+	c.Relation = r.u32("relation id")
+	c.OldKind = 0
+	c.Old.reset()
+	c.New.reset()
+	switch c.Op {
+	case TypeInsert:
+		if k := r.u8("tuple type"); k != 'N' && r.err == nil {
+			return fmt.Errorf("decoding insert: %w: tuple type %q, want 'N'", ErrMalformed, k)
+		}
+		r.tuple(&c.New)
+		return r.done("insert")
+	case TypeUpdate:
+		k := r.u8("tuple type")
+		if k == 'K' || k == 'O' {
+			c.OldKind = k
+			r.tuple(&c.Old)
+			k = r.u8("tuple type")
+		}
+		if k != 'N' && r.err == nil {
+			return fmt.Errorf("decoding update: %w: tuple type %q, want 'N'", ErrMalformed, k)
+		}
+		r.tuple(&c.New)
+		return r.done("update")
+	case TypeDelete:
+		k := r.u8("tuple type")
+		if k != 'K' && k != 'O' && r.err == nil {
+			return fmt.Errorf("decoding delete: %w: tuple type %q, want 'K' or 'O'", ErrMalformed, k)
+		}
+		c.OldKind = k
+		r.tuple(&c.Old)
+		return r.done("delete")
+	}
+	return fmt.Errorf("%w: message type %q is not a change", ErrMalformed, c.Op)
+}
+
+// DecodeTruncate decodes a Truncate message.
+func DecodeTruncate(b []byte) (Truncate, error) {
+	r := reader{b: b, off: 1}
+	n := int(r.u32("relation count"))
+	m := Truncate{Options: r.u8("options")}
+	for i := 0; i < n && r.err == nil; i++ {
+		id := r.u32("relation id")
+		if r.err == nil {
+			m.Relations = append(m.Relations, id)
+		}
+	}
+	return m, r.done("truncate")
+}

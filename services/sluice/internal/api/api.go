@@ -1,0 +1,227 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/httpx"
+)
+
+// Reads is what the API needs from the catalog.
+type Reads interface {
+	Snapshots(ctx context.Context) ([]Snapshot, error)
+	Rows(ctx context.Context, q RowsQuery) (RowsPage, error)
+}
+
+// RowsQuery asks for one page of a destination's table.
+type RowsQuery struct {
+	Destination   string
+	Table         string
+	Snapshot      uint64 // 0: the latest published
+	After         string // opaque cursor from the previous page
+	Limit         int
+	SystemColumns bool
+}
+
+// ErrNotFound is returned by Reads for an unknown snapshot, table or
+// destination; the API answers 404.
+var ErrNotFound = errors.New("not found")
+
+// ErrBadRequest wraps a caller mistake; the API answers 400.
+var ErrBadRequest = errors.New("bad request")
+
+// Deps is what the API serves from.
+type Deps struct {
+	Reads    Reads // nil in processes without a catalog
+	JS       jetstream.JetStream
+	Config   config.Config
+	Statuses map[string]func() any
+	Log      *slog.Logger
+}
+
+// Register mounts the API and the UI on h.
+func Register(h *httpx.Server, d Deps) {
+	a := &handler{d: d}
+	h.Handle("GET /api/v1/status", http.HandlerFunc(a.status))
+	h.Handle("GET /api/v1/snapshots", http.HandlerFunc(a.snapshots))
+	h.Handle("GET /api/v1/snapshots/latest", http.HandlerFunc(a.latest))
+	h.Handle("GET /api/v1/rows", http.HandlerFunc(a.rows))
+	h.Handle("GET /ui", http.HandlerFunc(a.ui))
+	h.Handle("GET /{$}", http.RedirectHandler("/ui", http.StatusFound))
+}
+
+type handler struct{ d Deps }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (a *handler) fail(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrBadRequest):
+		code = http.StatusBadRequest
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		code = http.StatusServiceUnavailable
+	default:
+		a.d.Log.Warn("api request failed", "err", err)
+	}
+	writeJSON(w, code, Error{Error: err.Error()})
+}
+
+// Status is the body of /api/v1/status.
+type Status struct {
+	Services map[string]any `json:"services"`
+	Snapshot *Snapshot      `json:"snapshot,omitempty"`
+	Streams  []StreamStatus `json:"streams"`
+	Time     time.Time      `json:"time"`
+}
+
+// StreamStatus is one JetStream stream with its consumers.
+type StreamStatus struct {
+	Name      string           `json:"name"`
+	Messages  uint64           `json:"messages"`
+	Bytes     uint64           `json:"bytes"`
+	LastSeq   uint64           `json:"last_seq"`
+	Consumers []ConsumerStatus `json:"consumers"`
+}
+
+// ConsumerStatus is one durable consumer's lag.
+type ConsumerStatus struct {
+	Name       string `json:"name"`
+	Pending    uint64 `json:"pending"`
+	AckPending int    `json:"ack_pending"`
+	AckFloor   uint64 `json:"ack_floor"`
+	Redelivered int   `json:"redelivered"`
+}
+
+func (a *handler) status(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	s := Status{Services: map[string]any{}, Time: time.Now().UTC()}
+	for name, f := range a.d.Statuses {
+		s.Services[name] = f()
+	}
+	if a.d.Reads != nil {
+		if snaps, err := a.d.Reads.Snapshots(ctx); err == nil && len(snaps) > 0 {
+			s.Snapshot = &snaps[len(snaps)-1]
+		}
+	}
+	s.Streams = a.streams(ctx)
+	writeJSON(w, http.StatusOK, s)
+}
+
+func (a *handler) streams(ctx context.Context) []StreamStatus {
+	var out []StreamStatus
+	for _, name := range []string{proto.StreamChanges, proto.StreamRouted, proto.StreamPacks, proto.StreamDLQ} {
+		st, err := a.d.JS.Stream(ctx, name)
+		if err != nil {
+			continue
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			continue
+		}
+		ss := StreamStatus{Name: name, Messages: info.State.Msgs, Bytes: info.State.Bytes, LastSeq: info.State.LastSeq}
+		lister := st.ListConsumers(ctx)
+		for ci := range lister.Info() {
+			ss.Consumers = append(ss.Consumers, ConsumerStatus{
+				Name: ci.Name, Pending: ci.NumPending, AckPending: ci.NumAckPending,
+				AckFloor: ci.AckFloor.Stream, Redelivered: ci.NumRedelivered,
+			})
+		}
+		sort.Slice(ss.Consumers, func(i, j int) bool { return ss.Consumers[i].Name < ss.Consumers[j].Name })
+		out = append(out, ss)
+	}
+	return out
+}
+
+func (a *handler) snapshots(w http.ResponseWriter, r *http.Request) {
+	if a.d.Reads == nil {
+		a.fail(w, errors.New("this process has no catalog: ask the process running the indexer/publisher or sluice dev"))
+		return
+	}
+	snaps, err := a.d.Reads.Snapshots(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if snaps == nil {
+		snaps = []Snapshot{}
+	}
+	writeJSON(w, http.StatusOK, snaps)
+}
+
+func (a *handler) latest(w http.ResponseWriter, r *http.Request) {
+	if a.d.Reads == nil {
+		a.fail(w, errors.New("this process has no catalog"))
+		return
+	}
+	snaps, err := a.d.Reads.Snapshots(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if len(snaps) == 0 {
+		a.fail(w, errors.Join(ErrNotFound, errors.New("no snapshot has been published yet")))
+		return
+	}
+	writeJSON(w, http.StatusOK, snaps[len(snaps)-1])
+}
+
+func (a *handler) rows(w http.ResponseWriter, r *http.Request) {
+	if a.d.Reads == nil {
+		a.fail(w, errors.New("this process has no catalog"))
+		return
+	}
+	q := r.URL.Query()
+	rq := RowsQuery{Destination: q.Get("destination"), Table: q.Get("table"), After: q.Get("after"), Limit: 1000}
+	if err := proto.ValidateDestination(rq.Destination); err != nil {
+		a.fail(w, errors.Join(ErrBadRequest, err))
+		return
+	}
+	if err := proto.ValidateTable(rq.Table); err != nil {
+		a.fail(w, errors.Join(ErrBadRequest, err))
+		return
+	}
+	if v := q.Get("snapshot"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			a.fail(w, errors.Join(ErrBadRequest, errors.New("snapshot must be a version number")))
+			return
+		}
+		rq.Snapshot = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			a.fail(w, errors.Join(ErrBadRequest, errors.New("limit must be between 1 and 100000")))
+			return
+		}
+		rq.Limit = n
+	}
+	rq.SystemColumns = q.Get("system_columns") == "true"
+	page, err := a.d.Reads.Rows(r.Context(), rq)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if page.Rows == nil {
+		page.Rows = []json.RawMessage{}
+	}
+	writeJSON(w, http.StatusOK, page)
+}

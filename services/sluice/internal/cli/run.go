@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
+	"github.com/sluice-cdc/sluice/services/sluice/internal/demo"
+	"github.com/sluice-cdc/sluice/services/sluice/internal/stack"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/pgcluster"
+)
+
+// serviceNames in pipeline order: shutdown stops them in this order so that
+// each stage drains into a stage that is still running.
+var serviceNames = []string{"reader", "router", "flusher", "indexer", "publisher"}
+
+func newDevCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "dev",
+		Short: "The whole pipeline in one process (embedded NATS, chDB, local packs); without source.dsn a private Postgres with the demo",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig(true)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			return runProcess(cmd.Context(), cfg, "dev", serviceNames)
+		},
+	}
+}
+
+func newRunCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:       "run reader|router|flusher|indexer|publisher",
+		Short:     "Run one service (for running the pipeline as separate processes)",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: serviceNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := g.loadConfig(false)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			return RunService(cmd.Context(), cfg, args[0])
+		},
+	}
+}
+
+// RunService runs one service until ctx ends; each service's own binary
+// calls it too.
+func RunService(ctx context.Context, cfg config.Config, name string) error {
+	for _, n := range serviceNames {
+		if n == name {
+			return runProcess(ctx, cfg, name, []string{name})
+		}
+	}
+	return &exitError{2, fmt.Errorf("unknown service %q: want one of %v", name, serviceNames)}
+}
+
+// runProcess opens the stack for the given services, runs them and the HTTP
+// server, and on ctx's end stops them in pipeline order.
+func runProcess(ctx context.Context, cfg config.Config, process string, names []string) error {
+	dev := process == "dev"
+	var demoCluster *pgcluster.Cluster
+	if dev && cfg.Source.DSN == "" {
+		cl, err := startDemo(ctx, &cfg)
+		if err != nil {
+			return err
+		}
+		demoCluster = cl
+		defer cl.Stop(context.Background())
+	}
+	if err := cfg.Validate(); err != nil {
+		return &exitError{2, err}
+	}
+	needs := stack.Needs{EmbeddedNATS: dev}
+	for _, n := range names {
+		switch n {
+		case "reader":
+			needs.State = true
+		case "flusher":
+			needs.State, needs.Packs = true, true
+		case "indexer":
+			needs.Catalog, needs.Packs = true, true
+		case "publisher":
+			needs.Catalog = true
+		}
+	}
+	st, err := stack.Open(ctx, cfg, process, needs)
+	if err != nil {
+		return err
+	}
+	defer st.Close(context.Background())
+
+	comps, err := buildComponents(cfg, st, names)
+	if err != nil {
+		return err
+	}
+	statuses := map[string]func() any{}
+	for _, c := range comps {
+		statuses[c.name] = c.status
+	}
+	api.Register(st.HTTP, api.Deps{Catalog: st.Catalog, JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log})
+
+	httpCtx, stopHTTP := context.WithCancel(context.Background())
+	defer stopHTTP()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- st.HTTP.Run(httpCtx) }()
+
+	// Each component runs under its own context so that shutdown can stop
+	// them one stage at a time.
+	type running struct {
+		component
+		cancel context.CancelFunc
+		done   chan error
+	}
+	var runs []running
+	failed := make(chan error, len(comps))
+	for _, c := range comps {
+		cctx, cancel := context.WithCancel(context.Background())
+		r := running{c, cancel, make(chan error, 1)}
+		go func() {
+			err := c.run(cctx)
+			if err != nil && cctx.Err() == nil {
+				failed <- fmt.Errorf("%s: %w", c.name, err)
+			}
+			r.done <- err
+		}()
+		runs = append(runs, r)
+	}
+	var traffic sync.WaitGroup
+	trafficCtx, stopTraffic := context.WithCancel(ctx)
+	defer stopTraffic()
+	if demoCluster != nil {
+		traffic.Add(1)
+		go func() {
+			defer traffic.Done()
+			runDemoTraffic(trafficCtx, cfg, st)
+		}()
+	}
+	st.Log.Info("sluice started", "process", process, "services", names, "ui", "http://"+st.HTTP.Addr()+"/ui")
+	if dev {
+		fmt.Fprintf(os.Stderr, "sluice dev is running: UI http://%s/ui   (Ctrl-C drains and exits)\n", st.HTTP.Addr())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-failed:
+		st.Log.Error("a service failed; shutting down", "err", runErr)
+	case err := <-httpDone:
+		runErr = fmt.Errorf("http server: %w", err)
+	}
+	stopTraffic()
+	traffic.Wait()
+	deadline := cfg.Delivery.DrainTimeout + 15*time.Second
+	for _, r := range runs {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				st.Log.Warn("service stopped with an error", "service", r.name, "err", err)
+			}
+		case <-time.After(deadline):
+			st.Log.Error("service did not stop in time", "service", r.name, "deadline", deadline)
+		}
+	}
+	stopHTTP()
+	<-httpDone
+	st.Log.Info("sluice stopped", "process", process)
+	return runErr
+}
+
+func startDemo(ctx context.Context, cfg *config.Config) (*pgcluster.Cluster, error) {
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "pg"))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "no source.dsn: starting a private Postgres for the demo under %s\n", dir)
+	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir})
+	if err != nil {
+		return nil, fmt.Errorf("starting the demo Postgres: %w", err)
+	}
+	if err := cl.CreateDatabase(ctx, "demo"); err != nil {
+		cl.Stop(context.Background())
+		return nil, fmt.Errorf("creating the demo database: %w", err)
+	}
+	cfg.Source.DSN = cl.DSN("demo")
+	cfg.Source.Tables = demo.Tables
+	cfg.Source.Backfill = true
+	if err := setupDemo(ctx, *cfg); err != nil {
+		cl.Stop(context.Background())
+		return nil, err
+	}
+	return cl, nil
+}

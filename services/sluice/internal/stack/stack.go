@@ -1,0 +1,166 @@
+// Package stack assembles what a sluice process runs on: telemetry, the
+// NATS connection (and the embedded server in `sluice dev`), the state
+// database, the catalog connection, the pack store and the HTTP server. The
+// services get their dependencies from here; stack owns their lifetimes and
+// closes them in reverse order.
+//
+// stack must never hold business logic: it opens and closes things.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/httpx"
+	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/state"
+	"github.com/sluice-cdc/sluice/shared/telemetry"
+)
+
+// Needs says which resources a process opens.
+type Needs struct {
+	State   bool // cursors and leases (reader, flusher)
+	Catalog bool // the ClickHouse catalog (indexer, publisher, reads)
+	Packs   bool // the pack store (flusher, indexer)
+	// EmbeddedNATS allows nats.url: embedded (only `sluice dev`).
+	EmbeddedNATS bool
+}
+
+// Stack is one process's shared resources.
+type Stack struct {
+	Cfg      config.Config
+	Log      *slog.Logger
+	Registry *prometheus.Registry
+	NATS     *server.Server // the embedded server, or nil
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	State    *pgxpool.Pool
+	Catalog  catalog.Conn
+	Packs    packstore.Store
+	HTTP     *httpx.Server
+
+	closers []func(context.Context) error
+}
+
+// Open opens what needs asks for. On error everything opened so far is
+// closed again.
+func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (_ *Stack, err error) {
+	s := &Stack{Cfg: cfg, Log: telemetry.NewLogger(cfg.Telemetry, service), Registry: telemetry.NewRegistry()}
+	defer func() {
+		if err != nil {
+			s.Close(context.Background())
+		}
+	}()
+	shutdown, err := telemetry.Setup(ctx, service, cfg.Telemetry)
+	if err != nil {
+		return nil, fmt.Errorf("setting up telemetry: %w", err)
+	}
+	s.closers = append(s.closers, shutdown)
+
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating data_dir: %w", err)
+	}
+	url := ""
+	if cfg.NATS.URL == "embedded" {
+		if !needs.EmbeddedNATS {
+			return nil, errors.New("nats.url is embedded, which only `sluice dev` can run: point nats.url at a shared NATS server (nats://host:4222) to run services as separate processes")
+		}
+		ns, err := natsx.StartEmbedded(natsx.EmbeddedOptions{
+			StoreDir:   filepath.Join(cfg.DataDir, "nats"),
+			Host:       "127.0.0.1",
+			MaxPayload: int32(cfg.NATS.MaxPayload),
+			SyncAlways: cfg.NATS.SyncAlways,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
+		}
+		s.NATS = ns
+		s.closers = append(s.closers, func(context.Context) error { ns.Shutdown(); ns.WaitForShutdown(); return nil })
+		url = ns.ClientURL()
+	}
+	nc, js, err := natsx.Connect(ctx, cfg.NATS, url, "sluice-"+service)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS: %w", err)
+	}
+	s.NC, s.JS = nc, js
+	s.closers = append(s.closers, func(context.Context) error { return nc.Drain() })
+	if err := natsx.EnsureStreams(ctx, js, cfg); err != nil {
+		return nil, fmt.Errorf("provisioning JetStream streams: %w", err)
+	}
+
+	if needs.State {
+		pool, err := pgxpool.New(ctx, cfg.StateDSN())
+		if err != nil {
+			return nil, fmt.Errorf("connecting to the state database: %w", err)
+		}
+		s.State = pool
+		s.closers = append(s.closers, func(context.Context) error { pool.Close(); return nil })
+		if err := retry(ctx, 30*time.Second, func() error { return state.Migrate(ctx, pool, cfg.State.Schema) }); err != nil {
+			return nil, fmt.Errorf("preparing the state schema %q: %w", cfg.State.Schema, err)
+		}
+	}
+	if needs.Packs {
+		storeID := cfg.Packs.StoreID
+		if storeID == "" {
+			storeID = "local"
+		}
+		if cfg.Packs.URL != "" && cfg.Packs.URL[:5] != "file:" {
+			return nil, fmt.Errorf("packs.url %q: only a local directory store is built in so far", cfg.Packs.URL)
+		}
+		store, err := packstore.OpenDir(cfg.PacksDir(), storeID)
+		if err != nil {
+			return nil, fmt.Errorf("opening the pack store: %w", err)
+		}
+		s.Packs = store
+	}
+	if needs.Catalog {
+		conn, err := catalog.Open(ctx, cfg.Catalog, cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("opening the catalog: %w", err)
+		}
+		s.Catalog = conn
+		s.closers = append(s.closers, func(context.Context) error { return conn.Close() })
+	}
+	s.HTTP = httpx.New(cfg.HTTP.Listen, cfg.HTTP.Token, s.Registry, s.Log)
+	return s, nil
+}
+
+// Close closes everything in reverse order of opening.
+func (s *Stack) Close(ctx context.Context) {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](ctx); err != nil {
+			s.Log.Warn("closing", "err", err)
+		}
+	}
+	s.closers = nil
+}
+
+// retry runs f until it succeeds, ctx ends or budget passes.
+func retry(ctx context.Context, budget time.Duration, f func() error) error {
+	deadline := time.Now().Add(budget)
+	for attempt := 0; ; attempt++ {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(natsx.Backoff(attempt)):
+		}
+	}
+}

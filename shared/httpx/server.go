@@ -1,0 +1,229 @@
+package httpx
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ShutdownTimeout bounds the graceful shutdown of Run.
+const ShutdownTimeout = 5 * time.Second
+
+// ReadyCheckTimeout bounds each ready check.
+const ReadyCheckTimeout = 2 * time.Second
+
+type readyCheck struct {
+	name string
+	f    func(context.Context) error
+}
+
+// Server is a service's HTTP server.
+type Server struct {
+	listen string
+	token  string
+	log    *slog.Logger
+	mux    *http.ServeMux
+
+	mu     sync.Mutex // guards checks
+	checks []readyCheck
+
+	bindOnce sync.Once
+	ln       net.Listener
+	bindErr  error
+}
+
+// New returns a server that will listen on listen (host:port, port may be
+// 0). token, when non-empty, is required as a bearer token on every path but
+// /healthz, /readyz and /metrics. reg is served on /metrics (nil: an empty
+// registry). log may be nil.
+func New(listen, token string, reg *prometheus.Registry, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s := &Server{listen: listen, token: token, log: log, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	})
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return s
+}
+
+// Handle registers h for pattern (Go 1.22 ServeMux patterns, e.g.
+// "GET /api/v1/status"). Safe to call while the server runs.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// AddReadyCheck registers a check /readyz runs; the server is ready when
+// every check returns nil.
+func (s *Server) AddReadyCheck(name string, f func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks = append(s.checks, readyCheck{name: name, f: f})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	checks := append([]readyCheck(nil), s.checks...)
+	s.mu.Unlock()
+	var failing []string
+	for _, c := range checks {
+		ctx, cancel := context.WithTimeout(r.Context(), ReadyCheckTimeout)
+		err := c.f(ctx)
+		cancel()
+		if err != nil {
+			failing = append(failing, c.name)
+			s.log.DebugContext(r.Context(), "ready check failing", "check", c.name, "error", err)
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if len(failing) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, "not ready: %s\n", strings.Join(failing, ", "))
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+func (s *Server) bind() error {
+	s.bindOnce.Do(func() {
+		ln, err := net.Listen("tcp", s.listen)
+		if err != nil {
+			s.bindErr = fmt.Errorf("listening on %s: %w", s.listen, err)
+			return
+		}
+		s.ln = ln
+	})
+	return s.bindErr
+}
+
+// Addr returns the bound address (binding the listener if Run has not yet),
+// or "" when the address cannot be bound (Run then returns the error).
+func (s *Server) Addr() string {
+	if s.bind() != nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Handler returns the server's full handler (auth and logging included).
+func (s *Server) Handler() http.Handler { return s.logRequests(s.auth(s.mux)) }
+
+// Run serves until ctx is cancelled, then shuts down gracefully within
+// ShutdownTimeout. It returns nil on a clean shutdown.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.bind(); err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(s.ln) }()
+	s.log.Info("http server listening", "addr", s.ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving http on %s: %w", s.ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		_ = srv.Close()
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shutting down http server: %w", err)
+	}
+	return nil
+}
+
+func open(path string) bool {
+	return path == "/healthz" || path == "/readyz" || path == "/metrics"
+}
+
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.token == "" {
+		return next
+	}
+	want := []byte("Bearer " + s.token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !open(r.URL.Path) {
+			got := []byte(r.Header.Get("Authorization"))
+			if subtle.ConstantTimeCompare(got, want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+// Flush lets streaming handlers flush through the wrapper.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap exposes the underlying writer to http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		s.log.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
+			"status", sw.status, "bytes", sw.bytes, "duration", time.Since(start))
+	})
+}

@@ -1,0 +1,300 @@
+package packstore
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// PackMeta is what a pack's footer says about it.
+type PackMeta struct {
+	PackID      string
+	StoreID     string
+	Destination string
+	Table       string
+	Schema      string // schema fingerprint of the rows (arrowcodec.Fingerprint)
+	First, Last proto.Position
+	Rows        int64
+	Tombstones  int64
+}
+
+// Path is the pack's store-relative path.
+func (m PackMeta) Path() string { return proto.PackPath(m.Destination, m.Table, m.PackID) }
+
+func (m PackMeta) validateIdentity() error {
+	switch {
+	case m.PackID == "" || !fileRe.MatchString(m.PackID+".arrow"):
+		return fmt.Errorf("%w: pack id %q", ErrBadPackMeta, m.PackID)
+	case !storeIDRe.MatchString(m.StoreID):
+		return fmt.Errorf("%w: store id %q", ErrBadPackMeta, m.StoreID)
+	case m.Schema == "":
+		return fmt.Errorf("%w: empty schema fingerprint", ErrBadPackMeta)
+	}
+	if err := proto.ValidateDestination(m.Destination); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadPackMeta, err)
+	}
+	if err := proto.ValidateTable(m.Table); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadPackMeta, err)
+	}
+	return nil
+}
+
+// summary is what the system columns say about a set of batches.
+type summary struct {
+	rows, tombstones int64
+	first, last      proto.Position
+}
+
+func summarize(recs []arrow.RecordBatch) (summary, error) {
+	var s summary
+	started := false
+	for _, rec := range recs {
+		sc := rec.Schema()
+		opI, lsnI, seqI := sc.FieldIndices(proto.ColOp), sc.FieldIndices(proto.ColLSN), sc.FieldIndices(proto.ColSeq)
+		if len(opI) != 1 || len(lsnI) != 1 || len(seqI) != 1 {
+			return s, fmt.Errorf("%w: rows lack the system columns %s, %s, %s", ErrBadPackMeta, proto.ColOp, proto.ColLSN, proto.ColSeq)
+		}
+		op, ok1 := rec.Column(opI[0]).(*array.Int8)
+		lsn, ok2 := rec.Column(lsnI[0]).(*array.Uint64)
+		seq, ok3 := rec.Column(seqI[0]).(*array.Uint64)
+		if !ok1 || !ok2 || !ok3 {
+			return s, fmt.Errorf("%w: system columns have the wrong types (want int8, uint64, uint64)", ErrBadPackMeta)
+		}
+		n := int(rec.NumRows())
+		for i := 0; i < n; i++ {
+			p := proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}
+			if !started || p.Less(s.first) {
+				s.first = p
+			}
+			if !started || s.last.Less(p) {
+				s.last = p
+			}
+			started = true
+			if proto.IsTombstone(op.Value(i)) {
+				s.tombstones++
+			}
+		}
+		s.rows += int64(n)
+	}
+	return s, nil
+}
+
+// EncodePack writes recs (one schema) as a pack: an Arrow IPC file,
+// zstd-compressed, whose footer schema metadata holds the table's own
+// schema metadata plus the proto.MetaPack* keys. Rows, Tombstones, First
+// and Last are derived from the system columns; a non-zero value in meta
+// that disagrees is refused.
+func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("encoding pack: %w: no batches", ErrBadPackMeta)
+	}
+	if err := meta.validateIdentity(); err != nil {
+		return nil, fmt.Errorf("encoding pack: %w", err)
+	}
+	base := recs[0].Schema()
+	for _, r := range recs[1:] {
+		if !r.Schema().Equal(base) {
+			return nil, fmt.Errorf("encoding pack %s: %w: batches have different schemas", meta.PackID, ErrBadPackMeta)
+		}
+	}
+	s, err := summarize(recs)
+	if err != nil {
+		return nil, fmt.Errorf("encoding pack %s: %w", meta.PackID, err)
+	}
+	if s.rows == 0 {
+		return nil, fmt.Errorf("encoding pack %s: %w: no rows", meta.PackID, ErrBadPackMeta)
+	}
+	check := func(name string, given, derived any, zero bool) error {
+		if !zero && given != derived {
+			return fmt.Errorf("encoding pack %s: %w: %s is %v, the rows say %v", meta.PackID, ErrBadPackMeta, name, given, derived)
+		}
+		return nil
+	}
+	for _, e := range []error{
+		check("rows", meta.Rows, s.rows, meta.Rows == 0),
+		check("tombstones", meta.Tombstones, s.tombstones, meta.Tombstones == 0),
+		check("first", meta.First, s.first, meta.First.IsZero()),
+		check("last", meta.Last, s.last, meta.Last.IsZero()),
+	} {
+		if e != nil {
+			return nil, e
+		}
+	}
+	meta.Rows, meta.Tombstones, meta.First, meta.Last = s.rows, s.tombstones, s.first, s.last
+
+	var keys, vals []string
+	if md := base.Metadata(); md.Len() > 0 {
+		for i, k := range md.Keys() {
+			if strings.HasPrefix(k, "sluice.pack.") {
+				continue
+			}
+			keys = append(keys, k)
+			vals = append(vals, md.Values()[i])
+		}
+	}
+	for _, kv := range [][2]string{
+		{proto.MetaPackFormat, proto.PackFormatVersion},
+		{proto.MetaPackID, meta.PackID},
+		{proto.MetaPackStoreID, meta.StoreID},
+		{proto.MetaPackDestination, meta.Destination},
+		{proto.MetaPackTable, meta.Table},
+		{proto.MetaPackSchema, meta.Schema},
+		{proto.MetaPackFirst, meta.First.String()},
+		{proto.MetaPackLast, meta.Last.String()},
+		{proto.MetaPackRows, strconv.FormatInt(meta.Rows, 10)},
+		{proto.MetaPackTombstones, strconv.FormatInt(meta.Tombstones, 10)},
+	} {
+		keys = append(keys, kv[0])
+		vals = append(vals, kv[1])
+	}
+	md := arrow.NewMetadata(keys, vals)
+	schema := arrow.NewSchema(base.Fields(), &md)
+
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithZstd(), ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, fmt.Errorf("encoding pack %s: %w", meta.PackID, err)
+	}
+	for _, r := range recs {
+		if r.NumRows() == 0 {
+			continue
+		}
+		if err := w.Write(r); err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("encoding pack %s: %w", meta.PackID, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encoding pack %s: %w", meta.PackID, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func metaFromSchema(s *arrow.Schema) (PackMeta, error) {
+	md := s.Metadata()
+	get := func(k string) (string, error) {
+		v, ok := md.GetValue(k)
+		if !ok {
+			return "", fmt.Errorf("%w: footer lacks %s", ErrCorruptPack, k)
+		}
+		return v, nil
+	}
+	var m PackMeta
+	f, err := get(proto.MetaPackFormat)
+	if err != nil {
+		return m, err
+	}
+	if f != proto.PackFormatVersion {
+		return m, fmt.Errorf("%w: pack format %q, this build reads %q", ErrCorruptPack, f, proto.PackFormatVersion)
+	}
+	for _, kv := range []struct {
+		k string
+		v *string
+	}{{proto.MetaPackID, &m.PackID}, {proto.MetaPackStoreID, &m.StoreID}, {proto.MetaPackDestination, &m.Destination}, {proto.MetaPackTable, &m.Table}, {proto.MetaPackSchema, &m.Schema}} {
+		if *kv.v, err = get(kv.k); err != nil {
+			return m, err
+		}
+	}
+	for _, kv := range []struct {
+		k string
+		p *proto.Position
+	}{{proto.MetaPackFirst, &m.First}, {proto.MetaPackLast, &m.Last}} {
+		v, err := get(kv.k)
+		if err != nil {
+			return m, err
+		}
+		if *kv.p, err = proto.ParsePosition(v); err != nil {
+			return m, fmt.Errorf("%w: %s: %v", ErrCorruptPack, kv.k, err)
+		}
+	}
+	for _, kv := range []struct {
+		k string
+		n *int64
+	}{{proto.MetaPackRows, &m.Rows}, {proto.MetaPackTombstones, &m.Tombstones}} {
+		v, err := get(kv.k)
+		if err != nil {
+			return m, err
+		}
+		if *kv.n, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return m, fmt.Errorf("%w: %s: %v", ErrCorruptPack, kv.k, err)
+		}
+	}
+	if err := m.validateIdentity(); err != nil {
+		return m, fmt.Errorf("%w: %v", ErrCorruptPack, err)
+	}
+	return m, nil
+}
+
+// ReadPackMeta reads only a pack's footer: its metadata and schema (with
+// the table's and the pack's metadata).
+func ReadPackMeta(data []byte) (meta PackMeta, schema *arrow.Schema, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reading pack footer: %w: %v", ErrCorruptPack, r)
+		}
+	}()
+	rd, err := ipc.NewFileReader(bytes.NewReader(data))
+	if err != nil {
+		return PackMeta{}, nil, fmt.Errorf("reading pack footer: %w: %v", ErrCorruptPack, err)
+	}
+	defer rd.Close()
+	meta, err = metaFromSchema(rd.Schema())
+	if err != nil {
+		return PackMeta{}, nil, fmt.Errorf("reading pack footer: %w", err)
+	}
+	return meta, rd.Schema(), nil
+}
+
+// DecodePack reads a whole pack. The caller releases every returned batch.
+func DecodePack(data []byte, mem memory.Allocator) (meta PackMeta, recs []arrow.RecordBatch, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			for _, rec := range recs {
+				rec.Release()
+			}
+			recs = nil
+			err = fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, r)
+		}
+	}()
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	rd, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(mem))
+	if err != nil {
+		return PackMeta{}, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
+	}
+	defer rd.Close()
+	meta, err = metaFromSchema(rd.Schema())
+	if err != nil {
+		return PackMeta{}, nil, fmt.Errorf("decoding pack: %w", err)
+	}
+	release := func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+		recs = nil
+	}
+	var rows int64
+	for i := 0; i < rd.NumRecords(); i++ {
+		rec, err := rd.RecordBatchAt(i)
+		if err != nil {
+			release()
+			return PackMeta{}, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
+		}
+		recs = append(recs, rec)
+		rows += rec.NumRows()
+	}
+	if rows != meta.Rows {
+		release()
+		return PackMeta{}, nil, fmt.Errorf("decoding pack %s: %w: footer says %d rows, file holds %d", meta.PackID, ErrCorruptPack, meta.Rows, rows)
+	}
+	return meta, recs, nil
+}

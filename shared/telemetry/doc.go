@@ -1,0 +1,15 @@
+// Package telemetry sets up what every sluice process observes itself with:
+// the slog logger (JSON or text to stdout, with trace_id, span_id,
+// destination and table copied from the context into every record), the
+// OpenTelemetry tracer provider and W3C propagator, and the Prometheus
+// registry with Go and process collectors.
+//
+// telemetry must never register on the global Prometheus registry, never
+// log a configuration value that may hold a secret, and never fail a service
+// because a trace collector is unreachable (export is best-effort, batched
+// and bounded).
+//
+// NOTES: Setup always installs a real SDK TracerProvider, even without an
+// OTLP endpoint, so trace ids are created and propagated through NATS
+// headers; only export is skipped.
+package telemetry

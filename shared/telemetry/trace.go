@@ -1,0 +1,71 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluice-cdc/sluice/shared/config"
+)
+
+// Setup installs the global TracerProvider (resource service.name =
+// sluice-<service>; a batch span processor exporting over OTLP gRPC,
+// insecure, to cfg.OTLPEndpoint when it is set) and the W3C TraceContext +
+// Baggage propagator. The returned shutdown flushes and stops the provider.
+func Setup(ctx context.Context, service string, cfg config.Telemetry) (shutdown func(context.Context) error, err error) {
+	tp, err := NewTracerProvider(ctx, service, cfg)
+	if err != nil {
+		return nil, err
+	}
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return tp.Shutdown, nil
+}
+
+// NewTracerProvider builds the provider Setup installs, without installing
+// it (tests and embedders that want their own).
+func NewTracerProvider(ctx context.Context, service string, cfg config.Telemetry, extra ...sdktrace.TracerProviderOption) (*sdktrace.TracerProvider, error) {
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
+		attribute.String("service.name", "sluice-"+service),
+	))
+	if err != nil && !errors.Is(err, resource.ErrSchemaURLConflict) {
+		return nil, fmt.Errorf("building trace resource: %w", err)
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if cfg.OTLPEndpoint != "" {
+		exp, err := otlptracegrpc.New(ctx,
+			otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint),
+			otlptracegrpc.WithInsecure(),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("creating OTLP exporter for %s: %w", cfg.OTLPEndpoint, err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	}
+	opts = append(opts, extra...)
+	return sdktrace.NewTracerProvider(opts...), nil
+}
+
+// Tracer returns a tracer of the global provider.
+func Tracer(name string) trace.Tracer { return otel.Tracer(name) }
+
+// NewRegistry returns a fresh Prometheus registry with the Go and process
+// collectors registered.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
