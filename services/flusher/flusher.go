@@ -1,3 +1,80 @@
-// Package flusher is the flusher service: a component with Run(ctx) that its own
-// binary (cmd/flusher) and `sluice dev` both call.
+// Package flusher is the flusher service: a component with Run(ctx) that its
+// own binary (cmd/flusher) and `sluice dev` both call. It owns a fair share
+// of the ROUTED partitions through fenced Postgres leases, buffers each
+// destination's changes, and flushes them as immutable packs; the engine is
+// internal/delivery, resolution internal/resolve.
+//
+// flusher must never ack a ROUTED message before its pack is durable and
+// its destination's cursor is written under the partition lease.
 package flusher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-cdc/sluice/services/flusher/internal/delivery"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/state"
+)
+
+// Deps is what the flusher needs.
+type Deps struct {
+	JS      jetstream.JetStream
+	NC      *nats.Conn // optional
+	Pool    *pgxpool.Pool
+	Store   packstore.Store
+	Log     *slog.Logger
+	Metrics prometheus.Registerer
+	// ID names this replica in leases; empty: hostname plus a random suffix.
+	ID string
+}
+
+// Status is the flusher's JSON-serialisable state.
+type Status = delivery.Status
+
+// DestinationStatus is one destination's entry in Status.
+type DestinationStatus = delivery.DestinationStatus
+
+// Flusher is the flusher service.
+type Flusher struct {
+	mgr *delivery.Manager
+}
+
+// New builds a flusher. The state schema must be migrated (state.Migrate).
+func New(cfg config.Config, deps Deps) (*Flusher, error) {
+	if deps.Pool == nil {
+		return nil, errors.New("creating flusher: Deps.Pool (the state database) is required")
+	}
+	schema := cfg.State.Schema
+	mgr, err := delivery.New(cfg, delivery.Deps{
+		JS: deps.JS, Pool: deps.Pool, Store: deps.Store,
+		Cursors: state.NewCursors(deps.Pool, schema), Leases: state.NewLeases(deps.Pool, schema),
+		Log: deps.Log, Metrics: deps.Metrics, ID: deps.ID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Flusher{mgr: mgr}, nil
+}
+
+// Run blocks until ctx is cancelled, then drains its buffers (within
+// delivery.drain_timeout), releases its leases and returns nil.
+func (f *Flusher) Run(ctx context.Context) error { return f.mgr.Run(ctx) }
+
+// Status returns the flusher's state.
+func (f *Flusher) Status() Status { return f.mgr.Status() }
+
+// Resume clears a halted destination.
+func (f *Flusher) Resume(destination string) bool { return f.mgr.Resume(destination) }
+
+// EnsureConsumers creates the durable consumers of every partition.
+func EnsureConsumers(ctx context.Context, js jetstream.JetStream, cfg config.Config) error {
+	return delivery.EnsureConsumers(ctx, js, cfg.Delivery)
+}

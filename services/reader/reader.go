@@ -1,3 +1,464 @@
-// Package reader is the reader service: a component with Run(ctx) that its own
-// binary (cmd/reader) and `sluice dev` both call.
 package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
+	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
+	"github.com/sluice-cdc/sluice/services/reader/internal/source"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/pgtypes"
+	"github.com/sluice-cdc/sluice/shared/state"
+)
+
+// Deps are what the reader needs from its process.
+type Deps struct {
+	JS      jetstream.JetStream
+	NC      *nats.Conn
+	Log     *slog.Logger
+	Metrics prometheus.Registerer
+	// State is the pool of the state database (leases, backfill and halt
+	// records); nil opens one from cfg.StateDSN().
+	State *pgxpool.Pool
+	// Holder names this replica in the lease; default host-pid-random.
+	Holder string
+	// Mem is the Arrow allocator (default memory.DefaultAllocator).
+	Mem memory.Allocator
+}
+
+// Reader is the reader service component.
+type Reader struct {
+	cfg     config.Config
+	deps    Deps
+	log     *slog.Logger
+	metrics *capture.Metrics
+	state   *capture.State
+	holder  string
+
+	mu    sync.Mutex
+	lease state.Lease
+	held  bool
+
+	// test knobs (unexported; the tests in this package flip them)
+	scalarMax   bool
+	publishHook func(capture.PublishFunc) capture.PublishFunc
+	onConfirm   func(proto.LSN)
+}
+
+// Status is the reader's state for `sluice status` and /api/v1/status.
+type Status struct {
+	Slot         string                      `json:"slot"`
+	State        string                      `json:"state"` // starting, standby, backfilling, streaming, restarting
+	Holder       string                      `json:"holder"`
+	LeaseTerm    int64                       `json:"lease_term,omitempty"`
+	ConfirmedLSN string                      `json:"confirmed_lsn"`
+	ServerLSN    string                      `json:"server_lsn"`
+	LagBytes     uint64                      `json:"lag_bytes"`
+	Rows         map[string]int64            `json:"rows"`
+	Halted       map[string]string           `json:"halted_tables,omitempty"`
+	Backfill     map[string]capture.Progress `json:"backfill,omitempty"`
+	LastError    string                      `json:"last_error,omitempty"`
+}
+
+// New checks the configuration and returns a reader; Run starts it.
+func New(cfg config.Config, deps Deps) (*Reader, error) {
+	if cfg.Source.DSN == "" {
+		return nil, fmt.Errorf("%w: source.dsn is empty", ErrConfig)
+	}
+	if len(cfg.Source.Tables) == 0 {
+		return nil, fmt.Errorf("%w: source.tables is empty", ErrConfig)
+	}
+	if deps.JS == nil {
+		return nil, fmt.Errorf("%w: no JetStream context", ErrConfig)
+	}
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	if deps.Mem == nil {
+		deps.Mem = memory.DefaultAllocator
+	}
+	holder := deps.Holder
+	if holder == "" {
+		h, _ := os.Hostname()
+		holder = fmt.Sprintf("%s-%d-%s", h, os.Getpid(), uuid.NewString()[:8])
+	}
+	return &Reader{cfg: cfg, deps: deps, log: deps.Log.With("service", "reader", "slot", cfg.Source.Slot),
+		metrics: capture.NewMetrics(deps.Metrics), state: capture.NewState(), holder: holder}, nil
+}
+
+// Status reports the reader's state.
+func (r *Reader) Status() Status {
+	s := r.state.Snapshot()
+	st := Status{Slot: r.cfg.Source.Slot, State: s.Phase, Holder: r.holder, ConfirmedLSN: s.Confirmed.String(),
+		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, LastError: s.LastError}
+	if s.Server > s.Confirmed {
+		st.LagBytes = uint64(s.Server - s.Confirmed)
+	}
+	r.mu.Lock()
+	if r.held {
+		st.LeaseTerm = r.lease.Term
+	}
+	r.mu.Unlock()
+	return st
+}
+
+func (r *Reader) leaseName() string { return "reader/" + r.cfg.Source.Slot }
+
+// Run waits for the slot's lease, then captures until ctx ends or the lease
+// is lost (then it waits again). It returns nil on a clean shutdown.
+func (r *Reader) Run(ctx context.Context) error {
+	pool := r.deps.State
+	if pool == nil {
+		p, err := pgxpool.New(ctx, r.cfg.StateDSN())
+		if err != nil {
+			return fmt.Errorf("connecting to the state database: %w", err)
+		}
+		defer p.Close()
+		pool = p
+	}
+	if err := state.Migrate(ctx, pool, r.cfg.State.Schema); err != nil {
+		return fmt.Errorf("migrating the state schema: %w", err)
+	}
+	if err := migrate(ctx, pool, r.cfg.State.Schema); err != nil {
+		return err
+	}
+	leases := state.NewLeases(pool, r.cfg.State.Schema)
+	ttl := r.cfg.Reader.LeaseTTL
+	r.state.SetPhase("standby")
+	for ctx.Err() == nil {
+		l, ok, err := leases.Acquire(ctx, r.leaseName(), r.holder, ttl)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("acquiring the reader lease", "error", err)
+		}
+		if !ok {
+			if !sleep(ctx, ttl/3) {
+				break
+			}
+			continue
+		}
+		r.log.Info("reader lease acquired: active", "holder", r.holder, "term", l.Term)
+		r.setLease(l, true)
+		err = r.active(ctx, pool, leases, l)
+		r.setLease(state.Lease{}, false)
+		r.state.SetPhase("standby")
+		if ctx.Err() != nil {
+			// Release so a standby takes over at once on a clean shutdown.
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = leases.Release(rctx, l)
+			cancel()
+			break
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			r.log.Error("reader lease lost: stopped streaming", "error", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reader) setLease(l state.Lease, held bool) {
+	r.mu.Lock()
+	r.lease, r.held = l, held
+	r.mu.Unlock()
+}
+
+// active runs capture under the lease, renewing it; losing it cancels
+// capture at once.
+func (r *Reader) active(ctx context.Context, pool *pgxpool.Pool, leases *state.Leases, l state.Lease) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		ttl := r.cfg.Reader.LeaseTTL
+		renewed := time.Now()
+		for sleep(gctx, ttl/3) {
+			nl, err := leases.Renew(gctx, l, ttl)
+			if err != nil {
+				if gctx.Err() != nil {
+					return nil
+				}
+				if errors.Is(err, state.ErrLeaseLost) {
+					return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+				}
+				// A failed round trip: keep trying while the lease may still
+				// be live; give up before it can have expired.
+				if time.Since(renewed) > ttl*2/3 {
+					return fmt.Errorf("%w: no successful renewal for %s: %w", ErrLeaseLost, time.Since(renewed).Round(time.Millisecond), err)
+				}
+				r.log.Warn("renewing the reader lease", "error", err)
+				continue
+			}
+			renewed = time.Now()
+			l = nl
+			r.setLease(l, true)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		err := r.capture(gctx, pool)
+		if err == nil && ctx.Err() == nil && gctx.Err() == nil {
+			err = errors.New("capture ended")
+		}
+		return err
+	})
+	return g.Wait()
+}
+
+// runtimeParams are the session settings pgtypes.AppendText reads.
+var runtimeParams = map[string]string{
+	"DateStyle": "ISO", "TimeZone": "UTC", "IntervalStyle": "postgres",
+	"bytea_output": "hex", "extra_float_digits": "3",
+}
+
+func (r *Reader) connConfig(replication bool) (*pgconn.Config, error) {
+	c, err := pgconn.ParseConfig(r.cfg.Source.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("parsing source.dsn: %w", err)
+	}
+	for k, v := range runtimeParams {
+		c.RuntimeParams[k] = v
+	}
+	if replication {
+		c.RuntimeParams["replication"] = "database"
+		c.RuntimeParams["application_name"] = "sluice-reader"
+	}
+	return c, nil
+}
+
+func (r *Reader) dsnWithParams() string {
+	dsn := r.cfg.Source.DSN
+	sep := "?"
+	for i := 0; i < len(dsn); i++ {
+		if dsn[i] == '?' {
+			sep = "&"
+		}
+	}
+	return dsn + sep + "DateStyle=ISO&TimeZone=UTC&IntervalStyle=postgres&bytea_output=hex&extra_float_digits=3"
+}
+
+// capture validates the source, backfills when due, and streams, restarting
+// the session from the confirmed LSN after any failure.
+func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
+	src, err := pgxpool.New(ctx, r.dsnWithParams())
+	if err != nil {
+		return fmt.Errorf("connecting to the source: %w", err)
+	}
+	defer src.Close()
+	if err := natsx.EnsureStreams(ctx, r.deps.JS, r.cfg); err != nil {
+		return err
+	}
+	if err := source.CheckWALLevel(ctx, src); err != nil {
+		return err
+	}
+	tables := map[string]source.Table{}
+	var list []source.Table
+	for _, name := range r.cfg.Source.Tables {
+		t, err := source.Describe(ctx, src, name, r.cfg.Source.RoutingColumnOf(name))
+		if err != nil {
+			return err
+		}
+		tables[name] = t
+		list = append(list, t)
+	}
+	if err := source.EnsurePublication(ctx, src, r.cfg.Source.Publication, r.cfg.Source.Tables); err != nil {
+		return err
+	}
+	halts, err := loadHalts(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot)
+	if err != nil {
+		return err
+	}
+	for t, reason := range halts {
+		r.state.SetHalted(t, reason)
+		r.metrics.Halted.WithLabelValues(t, "persisted").Set(1)
+	}
+	resolver := pgtypes.NewResolver(src)
+	opts := &capture.Options{
+		Slot: r.cfg.Source.Slot, Publication: r.cfg.Source.Publication, Tables: tables,
+		BatchRows: r.cfg.Reader.BatchRows, BatchBytes: int(r.cfg.Reader.BatchBytes), MaxPayload: int(r.cfg.NATS.MaxPayload),
+		BatchInterval: r.cfg.Reader.BatchInterval, StatusInterval: r.cfg.Reader.StatusInterval,
+		AckWait: 30 * time.Second, MaxInFlight: r.cfg.Reader.MaxInFlight,
+		Mem: r.deps.Mem, Append: pgtypes.AppendText,
+		Resolve: func(ctx context.Context, relid uint32, c pgoutput.Column) (proto.Kind, string, error) {
+			if k, t, err := pgtypes.ResolveColumn(ctx, src, relid, c.Name); err == nil && k != "" {
+				return k, t, nil
+			}
+			return resolver.Resolve(ctx, c.TypeOID, c.TypMod)
+		},
+		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
+			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)
+		},
+		Publish: r.deps.JS.PublishMsgAsync, Log: r.log, Metrics: r.metrics,
+		Tracer: otel.Tracer("github.com/sluice-cdc/sluice/services/reader"), State: r.state,
+		ScalarMaxForTest: r.scalarMax, OnConfirm: r.onConfirm,
+	}
+	if r.publishHook != nil {
+		opts.Publish = r.publishHook(opts.Publish)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { r.pollRetained(gctx, src); return nil })
+	g.Go(func() error {
+		if err := r.prepareSlot(gctx, src, statePool, list, opts); err != nil {
+			return err
+		}
+		return r.stream(gctx, src, opts)
+	})
+	return g.Wait()
+}
+
+// prepareSlot creates the slot when missing, with a backfill when
+// configured, and redoes a backfill a previous reader did not finish.
+func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *pgxpool.Pool, tables []source.Table, opts *capture.Options) error {
+	slot := r.cfg.Source.Slot
+	sl, err := source.LookupSlot(ctx, src, slot)
+	if err != nil {
+		return err
+	}
+	bf, err := backfillState(ctx, statePool, r.cfg.State.Schema, slot)
+	if err != nil {
+		return err
+	}
+	redo := r.cfg.Source.Backfill && sl.Exists && bf == "running"
+	if sl.Exists && !redo {
+		return nil
+	}
+	if redo {
+		r.log.Warn("a previous backfill did not finish: dropping the slot and starting over", "slot", slot)
+		if _, err := src.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err != nil {
+			return fmt.Errorf("dropping slot %s to redo its backfill: %w", slot, err)
+		}
+	}
+	if r.cfg.Source.Backfill {
+		if err := setBackfill(ctx, statePool, r.cfg.State.Schema, slot, "running", 0); err != nil {
+			return err
+		}
+	}
+	cc, err := r.connConfig(true)
+	if err != nil {
+		return err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("opening a replication connection to the source: %w", err)
+	}
+	defer conn.Close(context.Background())
+	action := "NOEXPORT_SNAPSHOT"
+	if r.cfg.Source.Backfill {
+		action = "EXPORT_SNAPSHOT"
+	}
+	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: action})
+	if err != nil {
+		return fmt.Errorf("creating replication slot %s: %w (needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION;)", slot, err)
+	}
+	cp, err := proto.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return err
+	}
+	r.log.Info("replication slot created", "slot", slot, "consistent_point", cp.String(), "backfill", r.cfg.Source.Backfill)
+	if !r.cfg.Source.Backfill {
+		return nil
+	}
+	snap := capture.Snapshot{Name: res.SnapshotName, ConsistentPoint: cp, Time: time.Now()}
+	if err := capture.Backfill(ctx, r.dsnWithParams(), snap, tables, r.cfg.Reader.BackfillWorkers, opts); err != nil {
+		return err
+	}
+	return setBackfill(ctx, statePool, r.cfg.State.Schema, slot, "done", cp)
+}
+
+// stream runs replication sessions until ctx ends, each from the slot's
+// confirmed LSN.
+func (r *Reader) stream(ctx context.Context, src *pgxpool.Pool, opts *capture.Options) error {
+	attempt := 0
+	for ctx.Err() == nil {
+		err := r.session(ctx, src, opts)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			attempt = 0
+			continue
+		}
+		var invalid bool
+		if errors.Is(err, source.ErrInvalidSource) {
+			invalid = true
+		}
+		r.state.SetError(err)
+		if invalid {
+			return err
+		}
+		attempt++
+		r.metrics.Restarts.Inc()
+		d := natsx.Backoff(attempt)
+		r.log.Error("replication session ended: restarting from the confirmed LSN", "error", err, "retry_in", d.String())
+		r.state.SetPhase("restarting")
+		if !sleep(ctx, d) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.Options) error {
+	sl, err := source.LookupSlot(ctx, src, r.cfg.Source.Slot)
+	if err != nil {
+		return err
+	}
+	if !sl.Exists {
+		return fmt.Errorf("%w: replication slot %s disappeared; restart the reader to recreate it (and resync: WAL was lost)", source.ErrInvalidSource, r.cfg.Source.Slot)
+	}
+	cc, err := r.connConfig(true)
+	if err != nil {
+		return err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("opening a replication connection to the source: %w", err)
+	}
+	defer conn.Close(context.Background())
+	_, err = capture.Stream(ctx, conn, sl.ConfirmedFlush, opts)
+	return err
+}
+
+func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool) {
+	for {
+		var retained *int64
+		err := src.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, r.cfg.Source.Slot).Scan(&retained)
+		if err == nil && retained != nil {
+			r.metrics.RetainedBytes.Set(float64(*retained))
+		}
+		if !sleep(ctx, 10*time.Second) {
+			return
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

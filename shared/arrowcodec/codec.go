@@ -74,7 +74,7 @@ func EncodeWith(rec arrow.RecordBatch, c Compression) (b []byte, err error) {
 // Decode reads a body written by Encode. The returned batch is allocated from
 // mem (nil means memory.DefaultAllocator) and owned by the caller, who must
 // Release it. Every error wraps ErrDecode.
-func Decode(body []byte, mem memory.Allocator) (rec arrow.RecordBatch, err error) {
+func Decode(body []byte, mem memory.Allocator) (arrow.RecordBatch, error) {
 	if len(body) > MaxBodySize {
 		return nil, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrDecode, ErrTooLarge, len(body), MaxBodySize)
 	}
@@ -84,6 +84,19 @@ func Decode(body []byte, mem memory.Allocator) (rec arrow.RecordBatch, err error
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
+	if err := verifyStream(body); err != nil {
+		return nil, fmt.Errorf("%w: malformed IPC stream: %v", ErrDecode, err)
+	}
+	da := newDecodeAllocator(mem, MaxDecodedSize)
+	rec, err := decode(body, da)
+	if err != nil {
+		da.releaseLeaked()
+		return nil, err
+	}
+	return rec, nil
+}
+
+func decode(body []byte, mem memory.Allocator) (rec arrow.RecordBatch, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if rec != nil {
@@ -93,7 +106,7 @@ func Decode(body []byte, mem memory.Allocator) (rec arrow.RecordBatch, err error
 			err = fmt.Errorf("%w: malformed IPC stream: %v", ErrDecode, r)
 		}
 	}()
-	r, err := ipc.NewReader(bytes.NewReader(body), ipc.WithAllocator(mem), ipc.WithDelayReadSchema(false))
+	r, err := ipc.NewReader(bytes.NewReader(body), ipc.WithAllocator(mem), ipc.WithBodySizeLimit(MaxBodySize), ipc.WithMetadataSizeLimit(MaxMetadataSize))
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading schema: %v", ErrDecode, err)
 	}

@@ -37,6 +37,9 @@ type Options struct {
 	Settings map[string]string
 	// StartTimeout bounds pg_ctl start; 0 means 60s.
 	StartTimeout time.Duration
+	// Template, when set, names a directory made by InitTemplate: a new
+	// cluster copies it instead of running initdb (faster for tests).
+	Template string
 }
 
 // Cluster is a private Postgres cluster. Its methods are safe for concurrent
@@ -105,26 +108,23 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving cluster directory %s: %w", opts.Dir, err)
 	}
-	bindir, err := BinDir()
+	c, err := newCluster(dir)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir, bindir: bindir, timeout: opts.StartTimeout}
-	if c.timeout <= 0 {
-		c.timeout = 60 * time.Second
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup(pgUser)
-		if err != nil {
-			return nil, fmt.Errorf("looking up user %q (Postgres refuses to run as root; create the user, e.g. by installing the postgresql package): %w", pgUser, err)
-		}
-		c.runAs = u
+	if opts.StartTimeout > 0 {
+		c.timeout = opts.StartTimeout
 	}
 	if err := c.prepareDir(); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		if err := c.initdb(ctx); err != nil {
+		if opts.Template != "" {
+			err = c.copyTemplate(ctx, opts.Template)
+		} else {
+			err = c.initdb(ctx, dir)
+		}
+		if err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -159,6 +159,22 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+}
+
+func newCluster(dir string) (*Cluster, error) {
+	bindir, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir, bindir: bindir, timeout: 60 * time.Second}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup(pgUser)
+		if err != nil {
+			return nil, fmt.Errorf("looking up user %q (Postgres refuses to run as root; create the user, e.g. by installing the postgresql package): %w", pgUser, err)
+		}
+		c.runAs = u
+	}
+	return c, nil
 }
 
 // Dir returns the data directory.
@@ -296,10 +312,52 @@ func (c *Cluster) prepareDir() error {
 	}
 }
 
-func (c *Cluster) initdb(ctx context.Context) error {
-	out, err := c.run(ctx, "initdb", "-D", c.dir, "-U", pgUser, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+func (c *Cluster) initdb(ctx context.Context, dir string) error {
+	out, err := c.run(ctx, "initdb", "-D", dir, "-U", pgUser, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
 	if err != nil {
-		return fmt.Errorf("initializing cluster in %s: %w: %s", c.dir, err, bytes.TrimSpace(out))
+		return fmt.Errorf("initializing cluster in %s: %w: %s", dir, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// InitTemplate makes sure dir holds a freshly initdb'd data directory that
+// Options.Template can copy. It is safe when several processes call it at
+// once: the template is built beside dir and renamed into place. dir's
+// parent must be traversable by the server's user.
+func InitTemplate(ctx context.Context, dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err == nil {
+		return nil
+	}
+	tmp := fmt.Sprintf("%s.tmp-%d", dir, os.Getpid())
+	os.RemoveAll(tmp)
+	defer os.RemoveAll(tmp)
+	c, err := newCluster(tmp)
+	if err != nil {
+		return err
+	}
+	if err := c.prepareDir(); err != nil {
+		return err
+	}
+	if err := c.initdb(ctx, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "PG_VERSION")); serr == nil {
+			return nil // another process won the race
+		}
+		return fmt.Errorf("installing cluster template %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (c *Cluster) copyTemplate(ctx context.Context, template string) error {
+	if _, err := os.Stat(filepath.Join(template, "PG_VERSION")); err != nil {
+		return fmt.Errorf("%w: template %s is not an initialized cluster: %v", ErrBadDir, template, err)
+	}
+	// cp -a keeps modes and (as root) the server user's ownership.
+	out, err := exec.CommandContext(ctx, "cp", "-a", template+"/.", c.dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("copying cluster template %s to %s: %w: %s", template, c.dir, err, bytes.TrimSpace(out))
 	}
 	return nil
 }

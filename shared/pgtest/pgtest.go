@@ -52,7 +52,17 @@ func start() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(root, "data"), Settings: Settings})
+	opts := pgcluster.Options{Dir: filepath.Join(root, "data"), Settings: Settings}
+	// An initdb'd template shared by every test binary of this machine user:
+	// copying it is about twice as fast as initdb. Best effort.
+	if bindir, err := pgcluster.BinDir(); err == nil {
+		tpl := filepath.Join(os.TempDir(), fmt.Sprintf("sluice-pgtest-template-%s-%d",
+			nonIdent.ReplaceAllString(strings.ToLower(bindir), "_"), os.Geteuid()))
+		if pgcluster.InitTemplate(ctx, tpl) == nil {
+			opts.Template = tpl
+		}
+	}
+	c, err := pgcluster.Start(ctx, opts)
 	if err != nil {
 		startErr = err
 		os.RemoveAll(root)

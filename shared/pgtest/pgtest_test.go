@@ -26,6 +26,12 @@ func (w *mainWrapper) Run() int {
 
 func TestNewDBLogicalAndCleanup(t *testing.T) {
 	ctx := context.Background()
+	start := time.Now()
+	pgtest.Cluster(t)
+	t.Logf("cluster start (initdb + pg_ctl start): %s", time.Since(start))
+	start = time.Now()
+	pgtest.NewDB(t)
+	t.Logf("NewDB: %s", time.Since(start))
 	var name string
 	t.Run("db", func(t *testing.T) {
 		dsn := pgtest.NewDB(t)

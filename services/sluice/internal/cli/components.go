@@ -13,52 +13,45 @@ import (
 	"github.com/sluice-cdc/sluice/services/reader"
 	"github.com/sluice-cdc/sluice/services/router"
 	"github.com/sluice-cdc/sluice/services/sluice/internal/demo"
-	"github.com/sluice-cdc/sluice/services/sluice/internal/stack"
+	"github.com/sluice-cdc/sluice/shared/stack"
 	"github.com/sluice-cdc/sluice/shared/config"
 )
 
-// component is a service as the runner sees it.
-type component struct {
-	name   string
-	run    func(context.Context) error
-	status func() any
-}
-
-func buildComponents(cfg config.Config, st *stack.Stack, names []string) ([]component, error) {
-	var out []component
+func buildComponents(cfg config.Config, st *stack.Stack, names []string) ([]stack.Component, error) {
+	var out []stack.Component
 	for _, name := range names {
-		var c component
+		var c stack.Component
 		switch name {
 		case "reader":
 			r, err := reader.New(cfg, reader.Deps{JS: st.JS, Log: st.Log.With("service", "reader"), Metrics: st.Registry, State: st.State})
 			if err != nil {
 				return nil, fmt.Errorf("starting the reader: %w", err)
 			}
-			c = component{name, r.Run, func() any { return r.Status() }}
+			c = stack.Component{name, r.Run, func() any { return r.Status() }}
 		case "router":
 			r, err := router.New(cfg, router.Deps{JS: st.JS, Log: st.Log.With("service", "router"), Metrics: st.Registry})
 			if err != nil {
 				return nil, fmt.Errorf("starting the router: %w", err)
 			}
-			c = component{name, r.Run, func() any { return r.Status() }}
+			c = stack.Component{name, r.Run, func() any { return r.Status() }}
 		case "flusher":
 			f, err := flusher.New(cfg, flusher.Deps{JS: st.JS, Log: st.Log.With("service", "flusher"), Metrics: st.Registry, State: st.State, Packs: st.Packs})
 			if err != nil {
 				return nil, fmt.Errorf("starting the flusher: %w", err)
 			}
-			c = component{name, f.Run, func() any { return f.Status() }}
+			c = stack.Component{name, f.Run, func() any { return f.Status() }}
 		case "indexer":
 			i, err := indexer.New(cfg, indexer.Deps{JS: st.JS, Log: st.Log.With("service", "indexer"), Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs})
 			if err != nil {
 				return nil, fmt.Errorf("starting the indexer: %w", err)
 			}
-			c = component{name, i.Run, func() any { return i.Status() }}
+			c = stack.Component{name, i.Run, func() any { return i.Status() }}
 		case "publisher":
 			p, err := publisher.New(cfg, publisher.Deps{JS: st.JS, Log: st.Log.With("service", "publisher"), Metrics: st.Registry, Catalog: st.Catalog})
 			if err != nil {
 				return nil, fmt.Errorf("starting the publisher: %w", err)
 			}
-			c = component{name, p.Run, func() any { return p.Status() }}
+			c = stack.Component{name, p.Run, func() any { return p.Status() }}
 		}
 		out = append(out, c)
 	}

@@ -2,18 +2,16 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
+		"fmt"
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
-
+	
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
 	"github.com/sluice-cdc/sluice/services/sluice/internal/demo"
-	"github.com/sluice-cdc/sluice/services/sluice/internal/stack"
+	"github.com/sluice-cdc/sluice/shared/stack"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/pgcluster"
 )
@@ -105,36 +103,10 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	}
 	statuses := map[string]func() any{}
 	for _, c := range comps {
-		statuses[c.name] = c.status
+		statuses[c.Name] = c.Status
 	}
-	api.Register(st.HTTP, api.Deps{Catalog: st.Catalog, JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log})
+	api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log})
 
-	httpCtx, stopHTTP := context.WithCancel(context.Background())
-	defer stopHTTP()
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- st.HTTP.Run(httpCtx) }()
-
-	// Each component runs under its own context so that shutdown can stop
-	// them one stage at a time.
-	type running struct {
-		component
-		cancel context.CancelFunc
-		done   chan error
-	}
-	var runs []running
-	failed := make(chan error, len(comps))
-	for _, c := range comps {
-		cctx, cancel := context.WithCancel(context.Background())
-		r := running{c, cancel, make(chan error, 1)}
-		go func() {
-			err := c.run(cctx)
-			if err != nil && cctx.Err() == nil {
-				failed <- fmt.Errorf("%s: %w", c.name, err)
-			}
-			r.done <- err
-		}()
-		runs = append(runs, r)
-	}
 	var traffic sync.WaitGroup
 	trafficCtx, stopTraffic := context.WithCancel(ctx)
 	defer stopTraffic()
@@ -149,31 +121,9 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	if dev {
 		fmt.Fprintf(os.Stderr, "sluice dev is running: UI http://%s/ui   (Ctrl-C drains and exits)\n", st.HTTP.Addr())
 	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-failed:
-		st.Log.Error("a service failed; shutting down", "err", runErr)
-	case err := <-httpDone:
-		runErr = fmt.Errorf("http server: %w", err)
-	}
+	runErr := st.Serve(ctx, comps)
 	stopTraffic()
 	traffic.Wait()
-	deadline := cfg.Delivery.DrainTimeout + 15*time.Second
-	for _, r := range runs {
-		r.cancel()
-		select {
-		case err := <-r.done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				st.Log.Warn("service stopped with an error", "service", r.name, "err", err)
-			}
-		case <-time.After(deadline):
-			st.Log.Error("service did not stop in time", "service", r.name, "deadline", deadline)
-		}
-	}
-	stopHTTP()
-	<-httpDone
 	st.Log.Info("sluice stopped", "process", process)
 	return runErr
 }

@@ -164,3 +164,65 @@ func retry(ctx context.Context, budget time.Duration, f func() error) error {
 		}
 	}
 }
+
+// Component is a service as a process runs it.
+type Component struct {
+	Name   string
+	Run    func(context.Context) error
+	Status func() any
+}
+
+// Serve runs the HTTP server and the components until ctx ends or one of
+// them fails, then stops the components one at a time in the order given
+// (pipeline order, so each stage drains into one that still runs), each
+// within drain_timeout plus a margin, and finally the HTTP server.
+func (s *Stack) Serve(ctx context.Context, comps []Component) error {
+	httpCtx, stopHTTP := context.WithCancel(context.Background())
+	defer stopHTTP()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- s.HTTP.Run(httpCtx) }()
+
+	type running struct {
+		Component
+		cancel context.CancelFunc
+		done   chan error
+	}
+	var runs []running
+	failed := make(chan error, len(comps))
+	for _, c := range comps {
+		cctx, cancel := context.WithCancel(context.Background())
+		r := running{c, cancel, make(chan error, 1)}
+		go func() {
+			err := c.Run(cctx)
+			if err != nil && cctx.Err() == nil {
+				failed <- fmt.Errorf("%s: %w", c.Name, err)
+			}
+			r.done <- err
+		}()
+		runs = append(runs, r)
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-failed:
+		s.Log.Error("a service failed; shutting down", "err", runErr)
+	case err := <-httpDone:
+		runErr = fmt.Errorf("http server: %w", err)
+		httpDone <- nil
+	}
+	deadline := s.Cfg.Delivery.DrainTimeout + 15*time.Second
+	for _, r := range runs {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				s.Log.Warn("service stopped with an error", "service", r.Name, "err", err)
+			}
+		case <-time.After(deadline):
+			s.Log.Error("service did not stop in time", "service", r.Name, "deadline", deadline)
+		}
+	}
+	stopHTTP()
+	<-httpDone
+	return runErr
+}

@@ -1,0 +1,422 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/flusher/internal/resolve"
+	"github.com/sluice-cdc/sluice/shared/arrowcodec"
+	"github.com/sluice-cdc/sluice/shared/natsotel"
+	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/state"
+)
+
+// maxAttempts bounds the retries of one flush step before the flush fails
+// for good (and the destination rewinds).
+const maxAttempts = 5
+
+// flushJob is one swapped-out buffer in flight. A job cannot exist without
+// the lease term and epoch it was started under.
+type flushJob struct {
+	d       *dest
+	items   []*item
+	lease   state.Lease
+	epoch   uint64
+	started time.Time
+}
+
+// startFlushLocked swaps d's live buffer out into a job.
+func (m *Manager) startFlushLocked(d *dest) *flushJob {
+	if d.inflight != nil || len(d.live) == 0 || d.halted != nil || d.part.lost {
+		return nil
+	}
+	job := &flushJob{d: d, items: d.live, lease: d.part.lease, epoch: d.epoch, started: time.Now()}
+	d.inflight = job
+	d.live, d.liveRows, d.liveBytes = nil, 0, 0
+	return job
+}
+
+// permanentErr marks a failure retrying cannot fix: the destination halts.
+type permanentErr struct{ error }
+
+func (e permanentErr) Unwrap() error { return e.error }
+
+func isPermanent(err error) bool {
+	var p permanentErr
+	return errors.As(err, &p)
+}
+
+// retry runs f until it succeeds, fails permanently, the lease is lost or
+// maxAttempts is reached.
+func retry(ctx context.Context, what string, f func() error) error {
+	var err error
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		if err = f(); err == nil || isPermanent(err) || errors.Is(err, state.ErrLeaseLost) || errors.Is(err, ErrPartitionLost) {
+			return err
+		}
+		if attempt == maxAttempts {
+			break
+		}
+		t := time.NewTimer(natsx.Backoff(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+	return fmt.Errorf("%s: giving up after %d attempts: %w", what, maxAttempts, err)
+}
+
+type packOut struct {
+	meta  packstore.PackMeta
+	bytes int64
+}
+
+// runFlush writes job's packs, advances the cursor, publishes the pack
+// events and acks, in that order. Any failure rewinds the destination.
+func (m *Manager) runFlush(ctx context.Context, job *flushJob) {
+	d := job.d
+	links := make([]trace.Link, 0, len(job.items))
+	var rows int64
+	for _, it := range job.items {
+		if it.link.SpanContext.IsValid() {
+			links = append(links, it.link)
+		}
+		rows += it.rows
+	}
+	ctx, sp := tracer.Start(ctx, "flusher.flush", trace.WithLinks(links...), trace.WithAttributes(
+		attribute.String("sluice.destination", d.name),
+		attribute.Int("sluice.partition", d.part.id),
+		attribute.Int("sluice.messages", len(job.items)),
+		attribute.Int64("sluice.rows", rows)))
+	defer sp.End()
+
+	packs, err := m.writePacks(ctx, job)
+	if err == nil {
+		err = m.advance(ctx, job)
+	}
+	if err == nil {
+		err = m.publishEvents(ctx, job, packs)
+	}
+	if err == nil {
+		err = m.commit(job, packs)
+	}
+	dur := time.Since(job.started)
+	if err != nil {
+		sp.RecordError(err)
+		sp.SetStatus(codes.Error, err.Error())
+		m.fail(job, err)
+		m.m.flushes.WithLabelValues("failed").Inc()
+		return
+	}
+	m.m.flushes.WithLabelValues("ok").Inc()
+	m.m.flushDuration.Observe(dur.Seconds())
+	m.m.flushedRows.Add(float64(rows))
+	m.adaptRows(rows, dur)
+}
+
+func (m *Manager) writePacks(ctx context.Context, job *flushJob) ([]packOut, error) {
+	type key struct{ table, fp string }
+	var order []key
+	groups := map[key][]arrow.RecordBatch{}
+	for _, it := range job.items {
+		k := key{it.table, it.fp}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it.rec)
+	}
+	var out []packOut
+	for _, k := range order {
+		recs := groups[k]
+		// One fingerprint can still hide batches whose Arrow schemas
+		// differ (a producer bug): split them rather than fail.
+		for len(recs) > 0 {
+			same := []arrow.RecordBatch{recs[0]}
+			var rest []arrow.RecordBatch
+			for _, r := range recs[1:] {
+				if r.Schema().Equal(recs[0].Schema()) {
+					same = append(same, r)
+				} else {
+					rest = append(rest, r)
+				}
+			}
+			recs = rest
+			po, err := m.writePack(ctx, job, k.table, k.fp, same)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, po)
+		}
+	}
+	return out, nil
+}
+
+func (m *Manager) writePack(ctx context.Context, job *flushJob, table, fp string, recs []arrow.RecordBatch) (packOut, error) {
+	resolved, st, err := resolve.Resolve(m.mem, recs)
+	if err != nil {
+		return packOut{}, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
+	}
+	defer resolved.Release()
+	id, err := uuid.NewV7()
+	if err != nil {
+		return packOut{}, fmt.Errorf("making pack id: %w", err)
+	}
+	meta := packstore.PackMeta{PackID: id.String(), StoreID: m.store.ID(), Destination: job.d.name, Table: table, Schema: fp}
+	data, err := packstore.EncodePack([]arrow.RecordBatch{resolved}, meta)
+	if err != nil {
+		return packOut{}, permanentErr{fmt.Errorf("encoding pack for %s/%s: %w", job.d.name, table, err)}
+	}
+	if meta, _, err = packstore.ReadPackMeta(data); err != nil {
+		return packOut{}, permanentErr{fmt.Errorf("re-reading pack footer: %w", err)}
+	}
+	path := meta.Path()
+	err = retry(ctx, "writing pack "+path, func() error {
+		if m.putFault != nil {
+			if err := m.putFault(path); err != nil {
+				return err
+			}
+		}
+		return m.store.Put(ctx, path, data)
+	})
+	if err != nil {
+		if errors.Is(err, packstore.ErrBadPath) {
+			err = permanentErr{err}
+		}
+		return packOut{}, err
+	}
+	m.m.packBytes.Observe(float64(len(data)))
+	m.m.packRows.Observe(float64(st.Out))
+	return packOut{meta: meta, bytes: int64(len(data))}, nil
+}
+
+// prev is the position just before p.
+func prev(p proto.Position) proto.Position {
+	if p.Seq > 0 {
+		return proto.Position{LSN: p.LSN, Seq: p.Seq - 1}
+	}
+	if p.LSN == 0 {
+		return proto.Position{}
+	}
+	return proto.Position{LSN: p.LSN - 1, Seq: proto.MaxSeq}
+}
+
+// cursorTargetLocked is the prefix-complete cursor once job is durable:
+// the highest position in a pack, capped below the first position still
+// unresolved (buffered, in flight elsewhere, or nak'd awaiting
+// redelivery).
+func (m *Manager) cursorTargetLocked(job *flushJob) proto.Position {
+	d := job.d
+	hi := d.maxResolved
+	inJob := make(map[uint64]bool, len(job.items))
+	for _, it := range job.items {
+		if hi.Less(it.last) {
+			hi = it.last
+		}
+		inJob[it.seq] = true
+	}
+	if m.scalarMaxCursor {
+		return hi
+	}
+	for seq, s := range d.pending {
+		if inJob[seq] {
+			continue
+		}
+		if lim := prev(s.first); lim.Less(hi) {
+			hi = lim
+		}
+	}
+	return hi
+}
+
+func (m *Manager) advance(ctx context.Context, job *flushJob) error {
+	d := job.d
+	m.mu.Lock()
+	if !d.part.seeded {
+		m.mu.Unlock()
+		return fmt.Errorf("advancing cursor %s: %w", d.name, ErrUnseeded)
+	}
+	target := m.cursorTargetLocked(job)
+	cur := d.cursor
+	m.mu.Unlock()
+	if !cur.Less(target) {
+		return nil
+	}
+	err := retry(ctx, "advancing cursor "+d.name, func() error {
+		if m.advanceFault != nil {
+			if err := m.advanceFault(d.name); err != nil {
+				return err
+			}
+		}
+		_, err := m.cursors.Advance(ctx, job.lease, d.name, d.part.id, target)
+		return err
+	})
+	if errors.Is(err, state.ErrLeaseLost) {
+		m.partitionLost(d.part, job.lease)
+		return fmt.Errorf("advancing cursor %s: %w: %v", d.name, ErrPartitionLost, err)
+	}
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if d.cursor.Less(target) {
+		d.cursor = target
+	}
+	m.mu.Unlock()
+	if m.afterAdvance != nil {
+		m.afterAdvance(d.name, target)
+	}
+	return nil
+}
+
+func (m *Manager) publishEvents(ctx context.Context, job *flushJob, packs []packOut) error {
+	for _, po := range packs {
+		mt := po.meta
+		b := array.NewRecordBuilder(m.mem, proto.PackEventSchema)
+		for i, v := range []string{mt.PackID, mt.StoreID, mt.Destination, mt.Table, mt.Path(), mt.Schema, mt.First.String(), mt.Last.String()} {
+			b.Field(i).(*array.StringBuilder).Append(v)
+		}
+		b.Field(8).(*array.Int64Builder).Append(mt.Rows)
+		b.Field(9).(*array.Int64Builder).Append(mt.Tombstones)
+		b.Field(10).(*array.Int64Builder).Append(po.bytes)
+		rec := b.NewRecordBatch()
+		b.Release()
+		body, err := arrowcodec.Encode(rec)
+		rec.Release()
+		if err != nil {
+			return permanentErr{fmt.Errorf("encoding pack event %s: %w", mt.PackID, err)}
+		}
+		h := nats.Header{}
+		h.Set(proto.HeaderWire, proto.WireVersion)
+		h.Set(proto.HeaderDestination, mt.Destination)
+		h.Set(proto.HeaderTable, mt.Table)
+		h.Set(proto.HeaderSchema, mt.Schema)
+		h.Set(proto.HeaderFirst, mt.First.String())
+		h.Set(proto.HeaderLast, mt.Last.String())
+		h.Set(proto.HeaderRows, strconv.FormatInt(mt.Rows, 10))
+		h.Set(proto.HeaderMsgID, proto.PackMsgID(mt.PackID))
+		natsotel.Inject(ctx, h)
+		msg := &nats.Msg{Subject: proto.PacksSubject(mt.Destination), Header: h, Data: body}
+		err = retry(ctx, "publishing pack event "+mt.PackID, func() error {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := natsx.PublishSync(pctx, m.js, msg)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commit acks the job's messages if, and only if, the partition lease the
+// job started under is still the one held.
+func (m *Manager) commit(job *flushJob, packs []packOut) error {
+	d := job.d
+	if m.beforeAck != nil {
+		m.beforeAck(d.name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.noAckFence && (d.part.lost || d.part.lease.Term != job.lease.Term) {
+		return fmt.Errorf("acking flush of %s: %w", d.name, ErrPartitionLost)
+	}
+	var maxLast proto.Position
+	for _, it := range job.items {
+		_ = it.msg.Ack()
+		delete(d.pending, it.seq)
+		if maxLast.Less(it.last) {
+			maxLast = it.last
+		}
+		m.releaseItemLocked(it)
+	}
+	if d.maxResolved.Less(maxLast) {
+		d.maxResolved = maxLast
+	}
+	if len(packs) > 0 {
+		d.lastPack = packs[len(packs)-1].meta.PackID
+	}
+	d.inflight = nil
+	d.lastErr = ""
+	d.lastOK = time.Now()
+	// Messages that arrived during the flush may already be due.
+	if len(d.live) > 0 && (d.liveRows >= m.rowsTarget || d.liveBytes >= int64(m.dc.FlushBytes) || time.Since(d.liveSince) >= m.dc.FlushInterval) {
+		m.enqueueLocked(d, "backlog")
+	}
+	return nil
+}
+
+// fail applies the flush-failure rule: discard the in-flight AND the live
+// buffer, nak every message (their ranges stay pending until redelivered),
+// bump the epoch, and halt the destination on a permanent failure.
+func (m *Manager) fail(job *flushJob, err error) {
+	d := job.d
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d.inflight = nil
+	d.lastErr = err.Error()
+	if d.part.lost || errors.Is(err, ErrPartitionLost) {
+		for _, it := range job.items {
+			m.releaseItemLocked(it)
+		}
+		return
+	}
+	victims := job.items
+	if !m.keepLiveOnFailure {
+		victims = append(victims, d.live...)
+		d.live, d.liveRows, d.liveBytes = nil, 0, 0
+	}
+	delay := natsx.Backoff(3)
+	for _, it := range victims {
+		if isPermanent(err) {
+			_ = it.msg.NakWithDelay(m.ackWait / 2)
+		} else {
+			_ = it.msg.NakWithDelay(delay)
+		}
+		if m.forgetNaked {
+			delete(d.pending, it.seq)
+		} else if s, ok := d.pending[it.seq]; ok {
+			s.naked = true
+			d.pending[it.seq] = s
+		}
+		m.releaseItemLocked(it)
+	}
+	m.gen++
+	d.failGen = m.gen
+	d.epoch++
+	if isPermanent(err) {
+		d.halted = err
+		m.log.Error("destination halted", "destination", d.name, "error", err)
+	} else {
+		m.log.Warn("flush failed; destination rewound to its cursor", "destination", d.name, "cursor", d.cursor, "error", err)
+	}
+}
+
+// adaptRows moves the rows target towards what flushes in about a quarter
+// of the flush interval (at most 5s), within [1000, delivery.flush_rows].
+func (m *Manager) adaptRows(rows int64, dur time.Duration) {
+	if rows < 1000 || dur <= 0 {
+		return
+	}
+	goal := min(m.dc.FlushInterval/4, 5*time.Second)
+	want := int64(float64(rows) / dur.Seconds() * goal.Seconds())
+	want = min(max(want, 1000), int64(m.dc.FlushRows))
+	m.mu.Lock()
+	m.rowsTarget = (m.rowsTarget*7 + want) / 8
+	m.mu.Unlock()
+}

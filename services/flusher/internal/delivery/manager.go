@@ -1,0 +1,506 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/state"
+)
+
+var tracer = otel.Tracer("github.com/sluice-cdc/sluice/services/flusher")
+
+// Cursors is what delivery needs of state.Cursors.
+type Cursors interface {
+	Advance(ctx context.Context, l state.Lease, destination string, partition int, pos proto.Position) (bool, error)
+	Load(ctx context.Context, partition int) (map[string]proto.Position, error)
+}
+
+// Leases is what delivery needs of state.Leases.
+type Leases interface {
+	Acquire(ctx context.Context, name, holder string, ttl time.Duration) (state.Lease, bool, error)
+	Renew(ctx context.Context, l state.Lease, ttl time.Duration) (state.Lease, error)
+	Release(ctx context.Context, l state.Lease) error
+	List(ctx context.Context, prefix string) ([]state.Lease, error)
+}
+
+// Deps is what a Manager needs.
+type Deps struct {
+	JS      jetstream.JetStream
+	Pool    *pgxpool.Pool // state database (server clock for membership)
+	Store   packstore.Store
+	Cursors Cursors
+	Leases  Leases
+	Log     *slog.Logger
+	Metrics prometheus.Registerer
+	Mem     memory.Allocator
+	// ID is this replica's holder id; empty: a random one.
+	ID string
+}
+
+// item is one buffered ROUTED message.
+type item struct {
+	msg         jetstream.Msg
+	d           *dest
+	seq         uint64 // stream sequence
+	delivered   uint64
+	rec         arrow.RecordBatch
+	table, fp   string
+	first, last proto.Position
+	rows, bytes int64
+	link        trace.Link
+	touched     time.Time // last ack-progress signal
+}
+
+// span is a pending position range.
+type span struct {
+	first, last proto.Position
+	naked       bool // nak'd by a failed flush, awaiting redelivery
+}
+
+// dest is one destination's buffers and positions. Guarded by Manager.mu.
+type dest struct {
+	name string
+	part *part
+
+	live      []*item
+	liveRows  int64
+	liveBytes int64
+	liveSince time.Time
+
+	inflight *flushJob
+	queued   bool
+
+	cursor      proto.Position // persisted (loaded or written)
+	maxResolved proto.Position // highest position in a durable pack
+	pending     map[uint64]span
+	failGen     uint64 // failure generation of the last rewind (epoch)
+	epoch       uint64
+
+	halted   error
+	lastErr  string
+	lastPack string
+	lastOK   time.Time
+}
+
+func (d *dest) heldMsgs() int {
+	n := len(d.live)
+	if d.inflight != nil {
+		n += len(d.inflight.items)
+	}
+	return n
+}
+
+// part is one owned partition.
+type part struct {
+	id     int
+	lease  state.Lease
+	lost   bool
+	seeded bool
+	loaded map[string]proto.Position
+	cons   jetstream.Consumer
+	held   int // unacked messages buffered or in flight
+	dests  map[string]*dest
+	cancel context.CancelFunc // stops its fetch loop
+	done   chan struct{}      // closed when the fetch loop has returned
+}
+
+// Manager is the flusher engine.
+type Manager struct {
+	cfg     config.Config
+	dc      config.Delivery
+	js      jetstream.JetStream
+	pool    *pgxpool.Pool
+	store   packstore.Store
+	cursors Cursors
+	leases  Leases
+	log     *slog.Logger
+	mem     memory.Allocator
+	dlq     *natsx.DeadLetter
+	id      string
+	m       *metrics
+	ackWait time.Duration
+
+	fetchers   sync.WaitGroup // every partition fetch loop
+	mu         sync.Mutex
+	cond       *sync.Cond // workers wait on it for queue entries
+	dests      map[string]*dest
+	parts      map[int]*part
+	queue      []*dest
+	totalBytes int64
+	totalRows  int64
+	gen        uint64 // failure generation
+	stopping   bool   // workers exit once the queue is empty
+	rowsTarget int64
+	members    int
+
+	// Test knobs: each switches one safety rule off (negative controls) or
+	// injects a fault the real store cannot produce on demand.
+	scalarMaxCursor   bool // cursor = max flushed position, ignoring pending
+	keepLiveOnFailure bool // a failed flush keeps the live buffer
+	forgetNaked       bool // nak'd messages leave the pending set
+	noEpochCheck      bool // a fetch that raced a failure is buffered anyway
+	dropRedelivered   bool // the brief's drop rule (unsafe, see doc.go)
+	noAckFence        bool // ack without checking the lease term
+	abrupt            bool // Run returns without draining or releasing
+	putFault          func(path string) error
+	advanceFault      func(dest string) error
+	beforeAck         func(dest string)
+	afterAdvance      func(dest string, pos proto.Position)
+}
+
+// New builds a Manager.
+func New(cfg config.Config, deps Deps) (*Manager, error) {
+	if deps.JS == nil || deps.Store == nil || deps.Cursors == nil || deps.Leases == nil {
+		return nil, errors.New("creating flusher: JS, Store, Cursors and Leases are required")
+	}
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = prometheus.NewRegistry()
+	}
+	if deps.Mem == nil {
+		deps.Mem = memory.DefaultAllocator
+	}
+	if deps.ID == "" {
+		deps.ID = newHolderID()
+	}
+	dc := cfg.Delivery
+	m := &Manager{
+		cfg: cfg, dc: dc, js: deps.JS, pool: deps.Pool, store: deps.Store,
+		cursors: deps.Cursors, leases: deps.Leases, log: deps.Log.With("flusher", deps.ID),
+		mem: deps.Mem, dlq: natsx.NewDeadLetter(deps.JS, "flusher"), id: deps.ID,
+		ackWait: AckWait(dc), dests: map[string]*dest{}, parts: map[int]*part{},
+		rowsTarget: int64(dc.FlushRows),
+	}
+	m.cond = sync.NewCond(&m.mu)
+	var err error
+	if m.m, err = newMetrics(deps.Metrics); err != nil {
+		return nil, fmt.Errorf("creating flusher: %w", err)
+	}
+	return m, nil
+}
+
+// ID is this replica's holder id.
+func (m *Manager) ID() string { return m.id }
+
+// AckWait is the partition consumers' AckWait: long enough for a whole
+// flush interval plus a slow flush; in-progress acks cover the rest.
+func AckWait(dc config.Delivery) time.Duration { return 2*dc.FlushInterval + 30*time.Second }
+
+// ConsumerConfig is the durable consumer of partition p.
+func ConsumerConfig(dc config.Delivery, p int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       proto.ConsumerFlusher(p),
+		Description:   fmt.Sprintf("sluice flusher, ROUTED partition %d", p),
+		FilterSubject: proto.RoutedPartitionFilter(p),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       AckWait(dc),
+		MaxAckPending: dc.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxDeliver:    -1,
+		MaxWaiting:    16,
+	}
+}
+
+// EnsureConsumers creates (idempotently) the durable consumers of every
+// partition, owned or not, so ack floors are readable for the frontier.
+func EnsureConsumers(ctx context.Context, js jetstream.JetStream, dc config.Delivery) error {
+	for p := 0; p < dc.Partitions; p++ {
+		if _, err := js.CreateOrUpdateConsumer(ctx, proto.StreamRouted, ConsumerConfig(dc, p)); err != nil {
+			return fmt.Errorf("ensuring consumer %s: %w", proto.ConsumerFlusher(p), err)
+		}
+	}
+	return nil
+}
+
+// Run owns partitions, consumes and flushes until ctx is cancelled, then
+// drains (flushes every buffer within delivery.drain_timeout) and releases
+// its leases. It returns nil on a clean shutdown.
+func (m *Manager) Run(ctx context.Context) error {
+	if err := EnsureConsumers(ctx, m.js, m.dc); err != nil {
+		return err
+	}
+	m.log.Info("flusher starting", "partitions", m.dc.Partitions, "workers", m.dc.Workers,
+		"flush_interval", m.dc.FlushInterval, "memory_budget", int64(m.dc.MemoryBudget), "ack_wait", m.ackWait)
+
+	// Workers outlive ctx by the drain; they stop on workCtx.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	workers, wctx := errgroup.WithContext(workCtx)
+	for i := 0; i < m.dc.Workers; i++ {
+		workers.Go(func() error { m.worker(wctx); return nil })
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return m.ownership(gctx) })
+	g.Go(func() error { m.triggers(gctx); return nil })
+	g.Go(func() error { m.keepAlive(gctx); return nil })
+	err := g.Wait()
+	m.fetchers.Wait()
+
+	// Fetch loops are children of gctx: wait for them.
+	m.mu.Lock()
+	parts := make([]*part, 0, len(m.parts))
+	for _, p := range m.parts {
+		parts = append(parts, p)
+	}
+	m.mu.Unlock()
+	for _, p := range parts {
+		p.cancel()
+		<-p.done
+	}
+	if m.abrupt {
+		m.mu.Lock()
+		m.stopping = true
+		for _, d := range m.queue {
+			d.queued = false
+		}
+		m.queue = nil
+		m.cond.Broadcast()
+		m.mu.Unlock()
+		stopWork()
+		_ = workers.Wait()
+		m.dropAll()
+		return nil
+	}
+	m.drain(workCtx)
+	m.mu.Lock()
+	m.stopping = true
+	m.cond.Broadcast()
+	m.mu.Unlock()
+	_ = workers.Wait()
+	stopWork()
+	m.releaseAll()
+	m.dropAll()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	m.log.Info("flusher stopped")
+	return nil
+}
+
+// drain flushes every buffer, within drain_timeout.
+func (m *Manager) drain(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, m.dc.DrainTimeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m.mu.Lock()
+		busy := false
+		for _, d := range m.dests {
+			if len(d.live) > 0 && d.halted == nil && !d.part.lost {
+				busy = true
+				m.enqueueLocked(d, "shutdown")
+			}
+			if d.inflight != nil {
+				busy = true
+			}
+		}
+		m.mu.Unlock()
+		if !busy {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			m.log.Warn("drain timed out; unflushed messages will be redelivered", "timeout", m.dc.DrainTimeout)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// dropAll releases every buffered batch without acking.
+func (m *Manager) dropAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.parts {
+		m.dropPartLocked(p, false)
+	}
+}
+
+// dropPartLocked forgets a partition's buffers: nothing is acked, so every
+// message redelivers to the next owner. With nak, messages are nak'd to
+// speed that up.
+func (m *Manager) dropPartLocked(p *part, nak bool) {
+	p.lost = true
+	for _, d := range p.dests {
+		for _, it := range d.live {
+			if nak {
+				_ = it.msg.Nak()
+			}
+			m.releaseItemLocked(it)
+		}
+		d.live, d.liveRows, d.liveBytes = nil, 0, 0
+		delete(m.dests, d.name)
+	}
+	m.updateGaugesLocked()
+}
+
+func (m *Manager) releaseItemLocked(it *item) {
+	if it.rec != nil {
+		it.rec.Release()
+		it.rec = nil
+		m.totalBytes -= it.bytes
+		m.totalRows -= it.rows
+		it.d.part.held--
+	}
+}
+
+// enqueueLocked schedules d for a flush.
+func (m *Manager) enqueueLocked(d *dest, trigger string) {
+	if d.queued || d.inflight != nil || len(d.live) == 0 || d.halted != nil || d.part.lost {
+		return
+	}
+	d.queued = true
+	m.queue = append(m.queue, d)
+	m.m.triggers.WithLabelValues(trigger).Inc()
+	m.cond.Signal()
+}
+
+func (m *Manager) worker(ctx context.Context) {
+	for {
+		m.mu.Lock()
+		for len(m.queue) == 0 && !m.stopping {
+			m.cond.Wait()
+		}
+		if len(m.queue) == 0 {
+			m.mu.Unlock()
+			return
+		}
+		d := m.queue[0]
+		m.queue[0] = nil
+		m.queue = m.queue[1:]
+		d.queued = false
+		job := m.startFlushLocked(d)
+		m.mu.Unlock()
+		if job != nil {
+			m.runFlush(ctx, job)
+		}
+	}
+}
+
+// overBudget reports whether buffered memory is at the watermark.
+func (m *Manager) overBudgetLocked() bool { return m.totalBytes >= int64(m.dc.MemoryBudget) }
+
+// triggers evaluates the interval, memory and ack-pending triggers.
+func (m *Manager) triggers(ctx context.Context) {
+	every := min(max(m.dc.FlushInterval/20, 20*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.evaluate(time.Now())
+	}
+}
+
+func (m *Manager) evaluate(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var candidates []*dest
+	for _, d := range m.dests {
+		if len(d.live) == 0 {
+			continue
+		}
+		if now.Sub(d.liveSince) >= m.dc.FlushInterval {
+			m.enqueueLocked(d, "interval")
+		}
+		candidates = append(candidates, d)
+	}
+	// Memory watermark: flush the largest buffers first.
+	if m.overBudgetLocked() {
+		slices.SortFunc(candidates, func(a, b *dest) int { return int(b.liveBytes - a.liveBytes) })
+		projected := m.totalBytes
+		for _, d := range candidates {
+			if projected < int64(m.dc.MemoryBudget)*3/4 {
+				break
+			}
+			if d.inflight == nil && !d.queued {
+				m.enqueueLocked(d, "memory")
+				projected -= d.liveBytes
+			}
+		}
+	}
+	// Ack-pending: flush a partition's oldest buffers before the consumer's
+	// MaxAckPending stalls delivery.
+	high := m.dc.MaxAckPending * 3 / 4
+	for _, p := range m.parts {
+		if p.held < high || p.lost {
+			continue
+		}
+		var ds []*dest
+		for _, d := range p.dests {
+			if len(d.live) > 0 && d.inflight == nil && !d.queued {
+				ds = append(ds, d)
+			}
+		}
+		slices.SortFunc(ds, func(a, b *dest) int { return a.liveSince.Compare(b.liveSince) })
+		projected := p.held
+		for _, d := range ds {
+			if projected < m.dc.MaxAckPending/2 {
+				break
+			}
+			m.enqueueLocked(d, "ack_pending")
+			projected -= len(d.live)
+		}
+	}
+	m.updateGaugesLocked()
+}
+
+// keepAlive sends in-progress acks for messages held longer than a third
+// of AckWait, so buffering never causes a redelivery.
+func (m *Manager) keepAlive(ctx context.Context) {
+	every := max(m.ackWait/6, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var touch []jetstream.Msg
+		m.mu.Lock()
+		for _, d := range m.dests {
+			items := d.live
+			if d.inflight != nil {
+				items = append(slices.Clip(items), d.inflight.items...)
+			}
+			for _, it := range items {
+				if now.Sub(it.touched) >= m.ackWait/3 {
+					it.touched = now
+					touch = append(touch, it.msg)
+				}
+			}
+		}
+		m.mu.Unlock()
+		for _, msg := range touch {
+			_ = msg.InProgress()
+		}
+		m.m.inProgress.Add(float64(len(touch)))
+	}
+}

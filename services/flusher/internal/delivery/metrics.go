@@ -1,0 +1,56 @@
+package delivery
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	bufferedRows, bufferedBytes prometheus.Gauge
+	destinations                *prometheus.GaugeVec
+	oldestBuffer                prometheus.Gauge
+	ownedPartitions             prometheus.Gauge
+	triggers                    *prometheus.CounterVec
+	flushes                     *prometheus.CounterVec
+	flushDuration               prometheus.Histogram
+	packBytes, packRows         prometheus.Histogram
+	flushedRows                 prometheus.Counter
+	fetchPaused                 prometheus.Counter
+	deadLetters                 prometheus.Counter
+	redelivered                 prometheus.Counter
+	discarded                   prometheus.Counter
+	inProgress                  prometheus.Counter
+	cursorLag                   prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		bufferedRows:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_buffered_rows", Help: "Rows buffered (live and in flight) across destinations."}),
+		bufferedBytes:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_buffered_bytes", Help: "Bytes buffered (live and in flight) across destinations."}),
+		destinations:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_flusher_destinations", Help: "Destinations by state."}, []string{"state"}),
+		oldestBuffer:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_oldest_buffer_age_seconds", Help: "Age of the oldest live buffer."}),
+		ownedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_owned_partitions", Help: "ROUTED partitions this replica owns."}),
+		triggers:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_flusher_flush_triggers_total", Help: "Flushes scheduled, by trigger."}, []string{"trigger"}),
+		flushes:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_flusher_flushes_total", Help: "Flushes finished, by result."}, []string{"result"}),
+		flushDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_flush_duration_seconds", Help: "Duration of successful flushes.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		packBytes:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_pack_bytes", Help: "Size of written packs.", Buckets: prometheus.ExponentialBuckets(512, 4, 12)}),
+		packRows:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_pack_rows", Help: "Rows in written packs.", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}),
+		flushedRows:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_flushed_rows_total", Help: "Input rows flushed."}),
+		fetchPaused:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_fetch_paused_total", Help: "Times a partition stopped fetching for backpressure."}),
+		deadLetters:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_dead_letters_total", Help: "Messages dead-lettered."}),
+		redelivered:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_redelivered_total", Help: "Redelivered messages buffered again."}),
+		discarded:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_stale_reads_discarded_total", Help: "Fetched messages discarded because their destination failed meanwhile (epoch check)."}),
+		inProgress:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_in_progress_acks_total", Help: "In-progress acks sent for buffered messages."}),
+		cursorLag:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_cursor_lag_messages", Help: "Messages received but not yet covered by a cursor."}),
+	}
+	for _, c := range []prometheus.Collector{m.bufferedRows, m.bufferedBytes, m.destinations, m.oldestBuffer, m.ownedPartitions, m.triggers, m.flushes, m.flushDuration, m.packBytes, m.packRows, m.flushedRows, m.fetchPaused, m.deadLetters, m.redelivered, m.discarded, m.inProgress, m.cursorLag} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,292 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/state"
+)
+
+// Lease names.
+const (
+	memberPrefix = "flusher/member/"
+)
+
+// PartitionLease is the lease name of partition p.
+func PartitionLease(p int) string { return "flusher/p" + strconv.Itoa(p) }
+
+func newHolderID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "flusher"
+	}
+	return host + "-" + uuid.NewString()[:8]
+}
+
+// ownership keeps the membership lease, renews partition leases, claims a
+// fair share of the partitions and releases the excess, every lease_ttl/3.
+func (m *Manager) ownership(ctx context.Context) error {
+	ttl := m.dc.LeaseTTL
+	memberLease, ok, err := m.leases.Acquire(ctx, memberPrefix+m.id, m.id, ttl)
+	if err != nil {
+		return fmt.Errorf("joining flusher membership: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("joining flusher membership: holder id %s is in use", m.id)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if !m.abrupt {
+			_ = m.leases.Release(rctx, memberLease)
+		}
+	}()
+	every := max(ttl/3, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if nl, err := m.leases.Renew(ctx, memberLease, ttl); err == nil {
+			memberLease = nl
+		} else if ctx.Err() == nil {
+			m.log.Warn("renewing membership lease", "error", err)
+			if nl, ok, err := m.leases.Acquire(ctx, memberPrefix+m.id, m.id, ttl); err == nil && ok {
+				memberLease = nl
+			}
+		}
+		m.renewPartitions(ctx)
+		if err := m.rebalance(ctx); err != nil && ctx.Err() == nil {
+			m.log.Warn("rebalancing partitions", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Manager) renewPartitions(ctx context.Context) {
+	m.mu.Lock()
+	var ps []*part
+	for _, p := range m.parts {
+		if !p.lost {
+			ps = append(ps, p)
+		}
+	}
+	m.mu.Unlock()
+	for _, p := range ps {
+		m.mu.Lock()
+		l := p.lease
+		m.mu.Unlock()
+		nl, err := m.leases.Renew(ctx, l, m.dc.LeaseTTL)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, state.ErrLeaseLost) {
+				m.partitionLost(p, l)
+			} else {
+				m.log.Warn("renewing partition lease", "partition", p.id, "error", err)
+			}
+			continue
+		}
+		m.mu.Lock()
+		if p.lease.Term == nl.Term {
+			p.lease = nl
+		}
+		m.mu.Unlock()
+	}
+}
+
+// partitionLost stops consuming p and drops its buffers. Nothing is acked:
+// the messages redeliver to the new owner (nak'd now to speed that up).
+func (m *Manager) partitionLost(p *part, l state.Lease) {
+	m.mu.Lock()
+	if p.lost || p.lease.Term != l.Term {
+		m.mu.Unlock()
+		return
+	}
+	m.log.Warn("partition lease lost; dropping its buffers", "partition", p.id, "term", l.Term)
+	m.dropPartLocked(p, true)
+	delete(m.parts, p.id)
+	m.m.ownedPartitions.Set(float64(len(m.parts)))
+	cancel := p.cancel
+	m.mu.Unlock()
+	cancel()
+}
+
+// serverNow is the state database's clock: lease liveness is never judged
+// by the local clock.
+func (m *Manager) serverNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if m.pool == nil {
+		return now, errors.New("no state pool")
+	}
+	err := m.pool.QueryRow(ctx, "SELECT now()").Scan(&now)
+	return now, err
+}
+
+func (m *Manager) rebalance(ctx context.Context) error {
+	now, err := m.serverNow(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the server clock: %w", err)
+	}
+	members, err := m.leases.List(ctx, memberPrefix)
+	if err != nil {
+		return err
+	}
+	var live []string
+	for _, l := range members {
+		if l.Expires.After(now) {
+			live = append(live, l.Holder)
+		}
+	}
+	sort.Strings(live)
+	idx := sort.SearchStrings(live, m.id)
+	if idx == len(live) || live[idx] != m.id {
+		live = append(live, m.id)
+		sort.Strings(live)
+		idx = sort.SearchStrings(live, m.id)
+	}
+	n := m.dc.Partitions
+	share := (n + len(live) - 1) / len(live)
+	m.mu.Lock()
+	m.members = len(live)
+	owned := make([]int, 0, len(m.parts))
+	for id := range m.parts {
+		owned = append(owned, id)
+	}
+	m.mu.Unlock()
+	sort.Ints(owned)
+
+	// Release the excess, highest partitions first, gracefully.
+	for len(owned) > share {
+		p := owned[len(owned)-1]
+		owned = owned[:len(owned)-1]
+		m.releasePartition(ctx, p)
+	}
+	if len(owned) >= share {
+		return nil
+	}
+	// Claim free partitions, starting at an offset that spreads replicas.
+	have := map[int]bool{}
+	for _, p := range owned {
+		have[p] = true
+	}
+	start := idx * n / len(live)
+	for k := 0; k < n && len(have) < share; k++ {
+		p := (start + k) % n
+		if have[p] {
+			continue
+		}
+		ok, err := m.claim(ctx, p)
+		if err != nil {
+			return err
+		}
+		if ok {
+			have[p] = true
+		}
+	}
+	return nil
+}
+
+// claim acquires partition p, seeds its cursors and starts its fetch loop.
+func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
+	l, ok, err := m.leases.Acquire(ctx, PartitionLease(id), m.id, m.dc.LeaseTTL)
+	if err != nil || !ok {
+		return false, err
+	}
+	loaded, err := m.cursors.Load(ctx, id)
+	if err != nil {
+		_ = m.leases.Release(ctx, l)
+		return false, fmt.Errorf("seeding partition %d cursors: %w", id, err)
+	}
+	cons, err := m.js.Consumer(ctx, proto.StreamRouted, proto.ConsumerFlusher(id))
+	if err != nil {
+		cons, err = m.js.CreateOrUpdateConsumer(ctx, proto.StreamRouted, ConsumerConfig(m.dc, id))
+	}
+	if err != nil {
+		_ = m.leases.Release(ctx, l)
+		return false, fmt.Errorf("opening consumer of partition %d: %w", id, err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	p := &part{id: id, lease: l, seeded: true, loaded: loaded, cons: cons, dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{})}
+	m.mu.Lock()
+	m.parts[id] = p
+	m.m.ownedPartitions.Set(float64(len(m.parts)))
+	m.mu.Unlock()
+	m.log.Info("partition claimed", "partition", id, "term", l.Term, "cursors", len(loaded))
+	m.fetchers.Add(1)
+	go func() { defer m.fetchers.Done(); m.fetchLoop(fctx, p) }()
+	return true, nil
+}
+
+// releasePartition stops fetching p, flushes its buffers, then releases
+// its lease.
+func (m *Manager) releasePartition(ctx context.Context, id int) {
+	m.mu.Lock()
+	p, ok := m.parts[id]
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	p.cancel()
+	<-p.done
+	deadline := time.Now().Add(m.dc.DrainTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		m.mu.Lock()
+		busy := false
+		for _, d := range p.dests {
+			if len(d.live) > 0 && d.halted == nil {
+				m.enqueueLocked(d, "rebalance")
+				busy = true
+			}
+			if d.inflight != nil {
+				busy = true
+			}
+		}
+		m.mu.Unlock()
+		if !busy {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	m.mu.Lock()
+	l := p.lease
+	m.dropPartLocked(p, true)
+	delete(m.parts, id)
+	m.m.ownedPartitions.Set(float64(len(m.parts)))
+	m.mu.Unlock()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := m.leases.Release(rctx, l); err != nil {
+		m.log.Warn("releasing partition lease", "partition", id, "error", err)
+	}
+	m.log.Info("partition released", "partition", id)
+}
+
+// releaseAll releases every partition lease (after the drain).
+func (m *Manager) releaseAll() {
+	m.mu.Lock()
+	var ls []state.Lease
+	for _, p := range m.parts {
+		ls = append(ls, p.lease)
+	}
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, l := range ls {
+		_ = m.leases.Release(ctx, l)
+	}
+}

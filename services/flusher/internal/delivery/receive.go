@@ -1,0 +1,228 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/arrowcodec"
+	"github.com/sluice-cdc/sluice/shared/natsotel"
+)
+
+const fetchBatch = 256
+
+// fetchLoop pulls partition p's messages until ctx ends. It stops fetching
+// (instead of sleeping per message) while memory is at the watermark or the
+// partition holds MaxAckPending messages.
+func (m *Manager) fetchLoop(ctx context.Context, p *part) {
+	defer close(p.done)
+	paused := false
+	for ctx.Err() == nil {
+		m.mu.Lock()
+		room := m.dc.MaxAckPending - p.held
+		blocked := m.overBudgetLocked() || room <= 0
+		gen := m.gen
+		lost := p.lost
+		m.mu.Unlock()
+		if lost {
+			return
+		}
+		if blocked {
+			if !paused {
+				paused = true
+				m.m.fetchPaused.Inc()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		}
+		paused = false
+		batch, err := p.cons.Fetch(min(room, fetchBatch), jetstream.FetchMaxWait(500*time.Millisecond), jetstream.FetchContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.log.Warn("fetching", "partition", p.id, "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			m.receive(ctx, p, msg, gen)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil &&
+			!errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+			m.log.Debug("fetch ended", "partition", p.id, "error", err)
+		}
+	}
+}
+
+// parse decodes one ROUTED message into an item (without its dest).
+func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) (string, *item, error) {
+	part, name, err := proto.ParseRoutedSubject(msg.Subject())
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	if part != p.id {
+		return "", nil, fmt.Errorf("%w: subject %s is not in partition %d", ErrBadMessage, msg.Subject(), p.id)
+	}
+	h := msg.Headers()
+	if err := proto.CheckWire(h.Get(proto.HeaderWire)); err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	rec, err := arrowcodec.Decode(msg.Data(), m.mem)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	it := &item{msg: msg, rec: rec, rows: rec.NumRows(), touched: time.Now()}
+	it.table = h.Get(proto.HeaderTable)
+	if it.table == "" {
+		it.table, _ = rec.Schema().Metadata().GetValue(proto.MetaTable)
+	}
+	if err := proto.ValidateTable(it.table); err != nil {
+		rec.Release()
+		return "", nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	it.fp = h.Get(proto.HeaderSchema)
+	if it.fp == "" {
+		it.fp = arrowcodec.Fingerprint(rec.Schema())
+	}
+	if it.first, it.last, err = positions(rec); err != nil {
+		rec.Release()
+		return "", nil, err
+	}
+	it.bytes = int64(len(msg.Data()))
+	for _, c := range rec.Columns() {
+		for _, b := range c.Data().Buffers() {
+			if b != nil {
+				it.bytes += int64(b.Len())
+			}
+		}
+	}
+	if meta, err := msg.Metadata(); err == nil {
+		it.seq, it.delivered = meta.Sequence.Stream, meta.NumDelivered
+	}
+	sc := trace.SpanContextFromContext(natsotel.Extract(ctx, h))
+	if sc.IsValid() {
+		it.link = trace.Link{SpanContext: sc}
+	}
+	return name, it, nil
+}
+
+func positions(rec arrow.RecordBatch) (first, last proto.Position, err error) {
+	sc := rec.Schema()
+	li, si := sc.FieldIndices(proto.ColLSN), sc.FieldIndices(proto.ColSeq)
+	if len(li) != 1 || len(si) != 1 {
+		return first, last, fmt.Errorf("%w: batch lacks %s/%s", ErrBadMessage, proto.ColLSN, proto.ColSeq)
+	}
+	lsn, ok1 := rec.Column(li[0]).(*array.Uint64)
+	seq, ok2 := rec.Column(si[0]).(*array.Uint64)
+	if !ok1 || !ok2 || rec.NumRows() == 0 {
+		return first, last, fmt.Errorf("%w: empty batch or system columns of the wrong type", ErrBadMessage)
+	}
+	for i := 0; i < int(rec.NumRows()); i++ {
+		p := proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}
+		if i == 0 || p.Less(first) {
+			first = p
+		}
+		if i == 0 || last.Less(p) {
+			last = p
+		}
+	}
+	return first, last, nil
+}
+
+// receive buffers one message. gen is the failure generation read before
+// the fetch that returned it (the read epoch).
+func (m *Manager) receive(ctx context.Context, p *part, msg jetstream.Msg, gen uint64) {
+	name, it, err := m.parse(ctx, p, msg)
+	if err != nil {
+		m.deadLetter(ctx, msg, err)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p.lost {
+		it.rec.Release() // not acked: redelivers to the new owner
+		return
+	}
+	d := m.destLocked(p, name)
+	if d.halted != nil {
+		it.rec.Release()
+		_ = msg.NakWithDelay(m.ackWait / 2)
+		return
+	}
+	if !m.noEpochCheck && d.failGen > gen {
+		// The fetch raced a failed flush of this destination: discard the
+		// read as if it never happened; the message redelivers.
+		it.rec.Release()
+		_ = msg.Nak()
+		m.m.discarded.Inc()
+		return
+	}
+	if m.dropRedelivered && it.delivered > 1 && !d.cursor.Less(it.last) {
+		it.rec.Release()
+		_ = msg.Ack()
+		return
+	}
+	if it.delivered > 1 {
+		m.m.redelivered.Inc()
+	}
+	it.d = d
+	if len(d.live) == 0 {
+		d.liveSince = time.Now()
+	}
+	d.live = append(d.live, it)
+	d.liveRows += it.rows
+	d.liveBytes += it.bytes
+	m.totalRows += it.rows
+	m.totalBytes += it.bytes
+	p.held++
+	if it.seq != 0 {
+		d.pending[it.seq] = span{first: it.first, last: it.last}
+	}
+	switch {
+	case d.liveRows >= m.rowsTarget:
+		m.enqueueLocked(d, "rows")
+	case d.liveBytes >= int64(m.dc.FlushBytes):
+		m.enqueueLocked(d, "bytes")
+	}
+}
+
+func (m *Manager) destLocked(p *part, name string) *dest {
+	if d, ok := p.dests[name]; ok {
+		return d
+	}
+	d := &dest{name: name, part: p, pending: map[uint64]span{}}
+	if c, ok := p.loaded[name]; ok {
+		d.cursor, d.maxResolved = c, c
+	}
+	p.dests[name] = d
+	m.dests[name] = d
+	return d
+}
+
+func (m *Manager) deadLetter(ctx context.Context, msg jetstream.Msg, reason error) {
+	m.m.deadLetters.Inc()
+	if err := m.dlq.Send(ctx, msg, reason); err != nil {
+		// Not dead-lettered: leave it for redelivery.
+		m.log.Warn("dead-lettering failed", "subject", msg.Subject(), "error", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	m.log.Warn("message dead-lettered", "subject", msg.Subject(), "reason", reason)
+	_ = msg.TermWithReason(reason.Error())
+}

@@ -1,0 +1,128 @@
+package delivery
+
+import (
+	"sort"
+	"time"
+)
+
+// Destination states.
+const (
+	StateHealthy   = "healthy"   // nothing buffered
+	StateBuffering = "buffering" // buffered, within the flush interval
+	StateFlushing  = "flushing"  // a flush is in flight
+	StateLagging   = "lagging"   // buffered longer than the flush interval, or rewound after a failure
+	StateHalted    = "halted"    // a permanent failure stopped it
+)
+
+// DestinationStatus is one destination's state.
+type DestinationStatus struct {
+	Destination   string  `json:"destination"`
+	Partition     int     `json:"partition"`
+	State         string  `json:"state"`
+	BufferedRows  int64   `json:"buffered_rows"`
+	BufferedBytes int64   `json:"buffered_bytes"`
+	Cursor        string  `json:"cursor"`
+	LastPack      string  `json:"last_pack,omitempty"`
+	LastError     string  `json:"last_error,omitempty"`
+	AgeSeconds    float64 `json:"age_seconds"`
+}
+
+// Status is the flusher's state.
+type Status struct {
+	ID              string              `json:"id"`
+	Members         int                 `json:"members"`
+	OwnedPartitions []int               `json:"owned_partitions"`
+	Destinations    []DestinationStatus `json:"destinations"`
+	BufferedRows    int64               `json:"buffered_rows"`
+	BufferedBytes   int64               `json:"buffered_bytes"`
+	MemoryBudget    int64               `json:"memory_budget"`
+	RowsTarget      int64               `json:"rows_target"`
+	Queued          int                 `json:"queued"`
+	States          map[string]int      `json:"states"`
+}
+
+func (m *Manager) stateLocked(d *dest, now time.Time) string {
+	switch {
+	case d.halted != nil:
+		return StateHalted
+	case d.inflight != nil:
+		return StateFlushing
+	case d.lastErr != "" || (len(d.live) > 0 && now.Sub(d.liveSince) > m.dc.FlushInterval):
+		return StateLagging
+	case len(d.live) > 0:
+		return StateBuffering
+	}
+	return StateHealthy
+}
+
+// Status returns a snapshot; it is one pass over the destinations under
+// the lock (about a millisecond for 10,000 destinations).
+func (m *Manager) Status() Status {
+	now := time.Now()
+	m.mu.Lock()
+	st := Status{ID: m.id, Members: m.members, BufferedRows: m.totalRows, BufferedBytes: m.totalBytes,
+		MemoryBudget: int64(m.dc.MemoryBudget), RowsTarget: m.rowsTarget, Queued: len(m.queue),
+		States: map[string]int{}, Destinations: make([]DestinationStatus, 0, len(m.dests))}
+	for id := range m.parts {
+		st.OwnedPartitions = append(st.OwnedPartitions, id)
+	}
+	for _, d := range m.dests {
+		ds := DestinationStatus{Destination: d.name, Partition: d.part.id, State: m.stateLocked(d, now),
+			BufferedRows: d.liveRows, BufferedBytes: d.liveBytes, Cursor: d.cursor.String(),
+			LastPack: d.lastPack, LastError: d.lastErr}
+		if d.inflight != nil {
+			for _, it := range d.inflight.items {
+				ds.BufferedRows += it.rows
+				ds.BufferedBytes += it.bytes
+			}
+		}
+		if len(d.live) > 0 {
+			ds.AgeSeconds = now.Sub(d.liveSince).Seconds()
+		}
+		if d.halted != nil {
+			ds.LastError = d.halted.Error()
+		}
+		st.States[ds.State]++
+		st.Destinations = append(st.Destinations, ds)
+	}
+	m.mu.Unlock()
+	sort.Ints(st.OwnedPartitions)
+	sort.Slice(st.Destinations, func(i, j int) bool { return st.Destinations[i].Destination < st.Destinations[j].Destination })
+	return st
+}
+
+func (m *Manager) updateGaugesLocked() {
+	now := time.Now()
+	m.m.bufferedRows.Set(float64(m.totalRows))
+	m.m.bufferedBytes.Set(float64(m.totalBytes))
+	counts := map[string]int{StateHealthy: 0, StateBuffering: 0, StateFlushing: 0, StateLagging: 0, StateHalted: 0}
+	var oldest time.Duration
+	pending := 0
+	for _, d := range m.dests {
+		counts[m.stateLocked(d, now)]++
+		if len(d.live) > 0 {
+			oldest = max(oldest, now.Sub(d.liveSince))
+		}
+		pending += len(d.pending)
+	}
+	for s, n := range counts {
+		m.m.destinations.WithLabelValues(s).Set(float64(n))
+	}
+	m.m.oldestBuffer.Set(oldest.Seconds())
+	m.m.cursorLag.Set(float64(pending))
+}
+
+// Resume clears a halted destination so its redelivered messages flush
+// again (after the operator fixed the cause). It reports whether it was
+// halted.
+func (m *Manager) Resume(destination string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.dests[destination]
+	if !ok || d.halted == nil {
+		return false
+	}
+	d.halted = nil
+	d.lastErr = ""
+	return true
+}

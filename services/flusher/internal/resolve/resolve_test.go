@@ -1,0 +1,101 @@
+package resolve
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sluice-cdc/sluice/proto"
+	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
+)
+
+type got struct {
+	id  int64
+	op  int8
+	lsn uint64
+	unc string
+}
+
+func rows(rec arrow.RecordBatch) []got {
+	var out []got
+	ids := rec.Column(0).(*array.Int64)
+	ops := rec.Column(3).(*array.Int8)
+	lsn := rec.Column(4).(*array.Uint64)
+	unc := rec.Column(7).(*array.List)
+	for i := 0; i < int(rec.NumRows()); i++ {
+		u := ""
+		if unc.IsValid(i) {
+			u = unc.ValueStr(i)
+		}
+		out = append(out, got{ids.Value(i), ops.Value(i), lsn.Value(i), u})
+	}
+	return out
+}
+
+func TestResolveNewestWins(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	b1 := pt.Batch(mem, []pt.Row{
+		{ID: 1, Op: proto.OpInsert, LSN: 10, Seq: 1},
+		{ID: 2, Op: proto.OpInsert, LSN: 10, Seq: 2},
+		{ID: 3, Op: proto.OpUpdate, LSN: 30, Seq: 1, Unchanged: []string{"note"}},
+	})
+	defer b1.Release()
+	// Arrives second but partly older (out-of-order routers).
+	b2 := pt.Batch(mem, []pt.Row{
+		{ID: 1, Op: proto.OpDelete, LSN: 20, Seq: 1},  // delete after insert: tombstone kept
+		{ID: 3, Op: proto.OpInsert, LSN: 5, Seq: 1},   // older than the update: dropped
+		{ID: 2, Op: proto.OpUpdate, LSN: 10, Seq: 2},  // same position: the later row wins
+		{ID: 4, Op: proto.OpMoveOut, LSN: 40, Seq: 1}, // lone tombstone kept
+	})
+	defer b2.Release()
+	out, st, err := Resolve(mem, []arrow.RecordBatch{b1, b2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Release()
+	want := []got{{2, proto.OpUpdate, 10, ""}, {1, proto.OpDelete, 20, ""}, {3, proto.OpUpdate, 30, `["note"]`}, {4, proto.OpMoveOut, 40, ""}}
+	if fmt.Sprint(rows(out)) != fmt.Sprint(want) {
+		t.Fatalf("got  %v\nwant %v", rows(out), want)
+	}
+	if st.In != 7 || st.Out != 4 || st.Tombstones != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestResolveNoDuplicatesIsZeroCopy(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	b := pt.Batch(mem, []pt.Row{{ID: 1, LSN: 1, Seq: 1}, {ID: 2, LSN: 1, Seq: 2}})
+	defer b.Release()
+	out, _, err := Resolve(mem, []arrow.RecordBatch{b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Release()
+	if out != b {
+		t.Fatal("expected the input batch back")
+	}
+}
+
+func BenchmarkResolve(b *testing.B) {
+	mem := memory.NewGoAllocator()
+	var rs []pt.Row
+	for i := 0; i < 10000; i++ {
+		rs = append(rs, pt.Row{ID: int64(i % 5000), Op: proto.OpUpdate, LSN: uint64(i), Seq: 1})
+	}
+	rec := pt.Batch(mem, rs)
+	defer rec.Release()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, _, err := Resolve(mem, []arrow.RecordBatch{rec})
+		if err != nil {
+			b.Fatal(err)
+		}
+		out.Release()
+	}
+	b.ReportMetric(float64(b.N)*10000/b.Elapsed().Seconds(), "rows/s")
+}

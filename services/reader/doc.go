@@ -1,0 +1,35 @@
+// Package reader is the reader service: one active capture of the source
+// Postgres per replication slot (standbys wait on the lease
+// "reader/<slot>"), publishing every committed change of the configured
+// tables to the CHANGES stream as Arrow batches, and confirming to Postgres
+// only the prefix-complete LSN that JetStream has stored.
+//
+// It owns: start-up validation of the source (internal/source), the
+// replication session, batching, backfill and publish pipeline
+// (internal/capture), the pgoutput decoder (internal/pgoutput), the
+// confirmed-LSN tracker (internal/confirm), the Arrow batch shape
+// (internal/batch), and two small tables in the state schema:
+// <schema>.reader_backfill (one row per slot: running/done, so a reader
+// that died mid-backfill drops the slot and starts the backfill over) and
+// <schema>.reader_halted (tables halted by TRUNCATE or a column type
+// change; delete the row after resyncing to resume the table).
+//
+// The reader must never confirm an LSN that is not durably in JetStream,
+// never publish for a table it has halted, and never keep streaming once it
+// lost its lease.
+//
+// NOTES
+//   - TRUNCATE halts the table (recommended choice of the issue): the reader
+//     cannot fan out tombstones because destinations are unknown to it.
+//     Other tables keep flowing; sluice_reader_table_halted and Status say
+//     why; the halt is persisted so a restart does not silently resume.
+//   - A column whose kind changes halts its table likewise; added, dropped
+//     or same-kind retyped columns switch the table to a new schema
+//     (new Sluice-Schema fingerprint) after flushing the current batch.
+//   - Backfill: the slot is created with EXPORT_SNAPSHOT; tables are copied
+//     in that snapshot and published as OpInsert at (consistent point, copy
+//     ordinal per table) before streaming starts at the consistent point.
+//     A crash mid-backfill: the reader_backfill row still says running, so
+//     the next start drops and recreates the slot and copies again
+//     (re-published rows are harmless: apply is by position).
+package reader

@@ -1,0 +1,286 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/reader/internal/batch"
+	"github.com/sluice-cdc/sluice/services/reader/internal/confirm"
+	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
+	"github.com/sluice-cdc/sluice/services/reader/internal/source"
+)
+
+// Snapshot is an exported snapshot of a freshly created slot.
+type Snapshot struct {
+	Name            string
+	ConsistentPoint proto.LSN
+	Time            time.Time
+}
+
+// Backfill copies every table's rows as of snap and publishes them as
+// OpInsert at (consistent point, copy ordinal), tables in parallel on
+// workers connections to dsn. It returns once every batch is acked.
+// meta resolves column types (it runs before the workers start).
+func Backfill(ctx context.Context, dsn string, snap Snapshot, tables []source.Table, workers int, o *Options) error {
+	o.State.SetPhase("backfilling")
+	schemas := make([]*batch.Schema, len(tables))
+	cols := make([][]string, len(tables))
+	for i, t := range tables {
+		sc, err := tableSchema(ctx, dsn, snap, t, o)
+		if err != nil {
+			return err
+		}
+		schemas[i] = sc
+		for _, c := range sc.Columns {
+			cols[i] = append(cols[i], pgx.Identifier{c.Name}.Sanitize())
+		}
+	}
+	pipe := NewPipeline(o.Publish, confirm.New(0), o.MaxInFlight, o.AckWait, func(out Out, d time.Duration) {
+		o.Metrics.PublishSeconds.Observe(d.Seconds())
+		o.Metrics.Messages.WithLabelValues("data").Inc()
+		o.Metrics.Rows.WithLabelValues(out.Table).Add(float64(out.Rows))
+		o.Metrics.Bytes.WithLabelValues(out.Table).Add(float64(len(out.Msg.Data)))
+		o.State.addRows(out.Table, out.Rows)
+	})
+	g, gctx := errgroup.WithContext(ctx)
+	outs := make(chan Out, max(o.MaxInFlight, 1))
+	done := make([]atomic.Int64, len(tables))
+	started := time.Now()
+
+	g.Go(func() error { // the one publisher: pipeline order
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case out, ok := <-outs:
+				if !ok {
+					return nil
+				}
+				for {
+					ok, err := pipe.Acquire(gctx, time.Second)
+					if err != nil {
+						return err
+					}
+					if ok {
+						break
+					}
+				}
+				if err := pipe.Send(gctx, out); err != nil {
+					return err
+				}
+			}
+		}
+	})
+	var copiers sync.WaitGroup
+	sem := make(chan struct{}, max(workers, 1))
+	copiers.Add(len(tables))
+	for i := range tables {
+		g.Go(func() error {
+			defer copiers.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-gctx.Done():
+				return nil
+			}
+			defer func() { <-sem }()
+			return copyTable(gctx, dsn, snap, tables[i], schemas[i], cols[i], o, outs, &done[i])
+		})
+	}
+	g.Go(func() error { copiers.Wait(); close(outs); return nil })
+	g.Go(func() error { // progress
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		finished := make(chan struct{})
+		go func() { copiers.Wait(); close(finished) }()
+		for {
+			stop := false
+			select {
+			case <-gctx.Done():
+				stop = true
+			case <-finished:
+				stop = true
+			case <-t.C:
+			}
+			for i, tb := range tables {
+				p := progress(done[i].Load(), tb.EstRows, started, stop && gctx.Err() == nil)
+				o.State.setProgress(tb.Name, p)
+				if !stop {
+					o.Log.Info("backfill progress", "table", tb.Name, "rows", p.Rows, "estimated_rows", p.Estimated, "rows_per_sec", int64(p.RowsPerSec), "eta", p.ETA.Round(time.Second).String())
+				}
+			}
+			if stop {
+				return nil
+			}
+		}
+	})
+	err := g.Wait()
+	pipe.Wait()
+	if err == nil {
+		err = pipe.Err()
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("backfilling: %w", err)
+	}
+	var total int64
+	for i := range done {
+		total += done[i].Load()
+	}
+	o.Log.Info("backfill done", "rows", total, "tables", len(tables), "seconds", time.Since(started).Seconds(), "consistent_point", snap.ConsistentPoint.String())
+	return nil
+}
+
+func progress(rows, est int64, started time.Time, done bool) Progress {
+	p := Progress{Rows: rows, Estimated: est, Done: done}
+	if el := time.Since(started).Seconds(); el > 0 {
+		p.RowsPerSec = float64(rows) / el
+	}
+	if p.RowsPerSec > 0 && est > rows && !done {
+		p.ETA = time.Duration(float64(est-rows) / p.RowsPerSec * float64(time.Second))
+	}
+	return p
+}
+
+func snapshotTx(ctx context.Context, conn *pgx.Conn, snap Snapshot) error {
+	if _, err := conn.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
+		return fmt.Errorf("beginning snapshot transaction: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(snap.Name, "'", "")+"'"); err != nil {
+		return fmt.Errorf("importing snapshot %s: %w", snap.Name, err)
+	}
+	return nil
+}
+
+// tableSchema builds the table's batch schema from its columns as of the
+// snapshot, through the same resolver the stream uses, so both produce the
+// same fingerprint.
+func tableSchema(ctx context.Context, dsn string, snap Snapshot, t source.Table, o *Options) (*batch.Schema, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("connecting for backfill of %s: %w", t.Name, err)
+	}
+	defer conn.Close(context.Background())
+	if err := snapshotTx(ctx, conn, snap); err != nil {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `SELECT attname, atttypid::int8, atttypmod FROM pg_catalog.pg_attribute
+		WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.OID)
+	if err != nil {
+		return nil, fmt.Errorf("listing columns of %s: %w", t.Name, err)
+	}
+	type col struct {
+		name   string
+		oid    int64
+		typmod int32
+	}
+	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (col, error) {
+		var c col
+		err := r.Scan(&c.name, &c.oid, &c.typmod)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing columns of %s: %w", t.Name, err)
+	}
+	var out []batch.Column
+	for _, c := range cs {
+		kind, pgType, err := o.Resolve(ctx, t.OID, pgoutput.Column{Name: c.name, TypeOID: uint32(c.oid), TypMod: c.typmod})
+		if err != nil {
+			return nil, fmt.Errorf("resolving %s.%s: %w", t.Name, c.name, err)
+		}
+		out = append(out, batch.Column{Name: c.name, Kind: kind, PgType: pgType, TypeOID: uint32(c.oid), TypMod: c.typmod})
+	}
+	return batch.NewSchema(t.Name, out, t.Key, t.Routing)
+}
+
+func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, sc *batch.Schema, cols []string, o *Options, outs chan<- Out, done *atomic.Int64) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connecting for backfill of %s: %w", t.Name, err)
+	}
+	defer conn.Close(context.Background())
+	if err := snapshotTx(ctx, conn, snap); err != nil {
+		return err
+	}
+	schema, rel, _ := strings.Cut(t.Name, ".")
+	sql := "SELECT " + strings.Join(cols, ", ") + " FROM " + pgx.Identifier{schema, rel}.Sanitize()
+	b := batch.NewBuilder(o.Mem, sc, o.Append)
+	defer b.Release()
+	flush := func() error {
+		if b.Rows() == 0 {
+			return nil
+		}
+		rows := b.Rows()
+		first, last := b.First(), b.Last()
+		rec := b.Cut()
+		body, err := encode(rec)
+		if err != nil {
+			return fmt.Errorf("encoding backfill batch of %s: %w", t.Name, err)
+		}
+		if o.MaxPayload > 0 && len(body) > o.MaxPayload {
+			return fmt.Errorf("backfilling %s: %w: %d rows encode to %d bytes", t.Name, ErrTooLarge, rows, len(body))
+		}
+		out := batchOut(t.Name, sc.Fingerprint, first, last, 0, rows, body)
+		out.Span = startSpan(o.Tracer, out)
+		select {
+		case outs <- out:
+		case <-ctx.Done():
+			if out.Span != nil {
+				out.Span.End()
+			}
+			return ctx.Err()
+		}
+		done.Add(int64(rows))
+		o.Metrics.BackfillRows.WithLabelValues(t.Name).Add(float64(rows))
+		return nil
+	}
+	rr := conn.PgConn().Exec(ctx, sql)
+	defer rr.Close()
+	var ord uint64
+	row := batch.Row{Op: proto.OpInsert, CommitTime: snap.Time}
+	for rr.NextResult() {
+		res := rr.ResultReader()
+		for res.NextRow() {
+			vals := res.Values()
+			ord++
+			row.Pos = proto.Position{LSN: snap.ConsistentPoint, Seq: ord}
+			row.Kinds, row.Values = row.Kinds[:0], row.Values[:0]
+			for _, v := range vals {
+				if v == nil {
+					row.Kinds = append(row.Kinds, batch.Null)
+				} else {
+					row.Kinds = append(row.Kinds, batch.Text)
+				}
+				row.Values = append(row.Values, v)
+			}
+			if err := b.Append(&row); err != nil {
+				return fmt.Errorf("backfilling %s: %w", t.Name, err)
+			}
+			if b.Rows() >= o.BatchRows || b.Bytes() >= o.BatchBytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := res.Close(); err != nil {
+			return fmt.Errorf("copying %s: %w", t.Name, err)
+		}
+	}
+	if err := rr.Close(); err != nil {
+		return fmt.Errorf("copying %s: %w", t.Name, err)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	_, _ = conn.Exec(ctx, "COMMIT")
+	return nil
+}

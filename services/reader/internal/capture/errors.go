@@ -1,0 +1,16 @@
+package capture
+
+import "errors"
+
+var (
+	// ErrPublish ends a session: a publish failed or was not acked in time.
+	ErrPublish = errors.New("publishing to JetStream")
+	// ErrTooLarge marks a single row whose batch exceeds nats.max_payload.
+	ErrTooLarge = errors.New("batch larger than nats.max_payload")
+	// ErrTruncate is why a table halts on TRUNCATE.
+	ErrTruncate = errors.New("TRUNCATE is not replicated: the table is halted until it is resynced")
+	// ErrTypeChanged is why a table halts when a column's type changes.
+	ErrTypeChanged = errors.New("column type changed: the table is halted until an operator acts")
+	// ErrReplication wraps failures of the replication connection.
+	ErrReplication = errors.New("replication stream")
+)

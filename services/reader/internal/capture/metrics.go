@@ -1,0 +1,52 @@
+package capture
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the reader's Prometheus metrics.
+type Metrics struct {
+	Rows           *prometheus.CounterVec // by table
+	Bytes          *prometheus.CounterVec // by table
+	BatchRows      prometheus.Histogram   //
+	BatchBytes     prometheus.Histogram   //
+	PublishSeconds prometheus.Histogram   //
+	Messages       *prometheus.CounterVec // by kind: data, tick
+	ConfirmedLSN   prometheus.Gauge       //
+	ServerLSN      prometheus.Gauge       //
+	LagBytes       prometheus.Gauge       //
+	LagSeconds     prometheus.Gauge       //
+	RetainedBytes  prometheus.Gauge       //
+	Halted         *prometheus.GaugeVec   // by table, reason
+	Restarts       prometheus.Counter     //
+	BackfillRows   *prometheus.CounterVec // by table
+	Blocked        prometheus.Counter     // waits for an in-flight slot
+}
+
+// NewMetrics creates and registers the metrics on reg (nil: unregistered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Rows:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_rows_total", Help: "Rows published to CHANGES, by source table."}, []string{"table"}),
+		Bytes:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_bytes_total", Help: "Message body bytes published to CHANGES, by source table."}, []string{"table"}),
+		BatchRows:      prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_batch_rows", Help: "Rows per published batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
+		BatchBytes:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_batch_bytes", Help: "Body bytes per published batch.", Buckets: prometheus.ExponentialBuckets(256, 4, 9)}),
+		PublishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_publish_seconds", Help: "Publish latency until the JetStream ack.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		Messages:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_messages_total", Help: "Messages published to CHANGES, by kind (data, tick)."}, []string{"kind"}),
+		ConfirmedLSN:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_confirmed_lsn", Help: "The LSN confirmed to Postgres (prefix-complete)."}),
+		ServerLSN:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_server_lsn", Help: "The server's WAL end last reported on the replication stream."}),
+		LagBytes:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_lag_bytes", Help: "Server WAL end minus the confirmed LSN."}),
+		LagSeconds:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_lag_seconds", Help: "Age of the oldest commit not yet confirmed (0 when caught up)."}),
+		RetainedBytes:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_slot_retained_wal_bytes", Help: "WAL the slot retains: pg_current_wal_lsn() - restart_lsn."}),
+		Halted:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_reader_table_halted", Help: "1 for a source table whose changes are no longer published, by reason."}, []string{"table", "reason"}),
+		Restarts:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_session_restarts_total", Help: "Replication sessions ended by an error and restarted from the confirmed LSN."}),
+		BackfillRows:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_backfill_rows_total", Help: "Rows copied by the backfill, by table."}, []string{"table"}),
+		Blocked:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_inflight_full_total", Help: "Times the publish pipeline was full (reader.max_in_flight) for a status interval."}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.Rows, m.Bytes, m.BatchRows, m.BatchBytes, m.PublishSeconds, m.Messages,
+			m.ConfirmedLSN, m.ServerLSN, m.LagBytes, m.LagSeconds, m.RetainedBytes, m.Halted, m.Restarts, m.BackfillRows, m.Blocked} {
+			reg.MustRegister(c)
+		}
+	}
+	return m
+}

@@ -1,0 +1,94 @@
+package capture
+
+import (
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// Progress is one table's backfill progress.
+type Progress struct {
+	Rows       int64         `json:"rows"`
+	Estimated  int64         `json:"estimated_rows"`
+	RowsPerSec float64       `json:"rows_per_sec"`
+	ETA        time.Duration `json:"eta_ns"`
+	Done       bool          `json:"done"`
+}
+
+// State is what the data path shows to Status. Safe for concurrent use.
+type State struct {
+	mu        sync.Mutex
+	phase     string
+	confirmed proto.LSN
+	server    proto.LSN
+	rows      map[string]int64
+	halted    map[string]string
+	backfill  map[string]Progress
+	lastErr   string
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, backfill: map[string]Progress{}}
+}
+
+// StateSnapshot is a copy of the state.
+type StateSnapshot struct {
+	Phase     string
+	Confirmed proto.LSN
+	Server    proto.LSN
+	Rows      map[string]int64
+	Halted    map[string]string
+	Backfill  map[string]Progress
+	LastError string
+}
+
+// Snapshot copies the state.
+func (s *State) Snapshot() StateSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return StateSnapshot{Phase: s.phase, Confirmed: s.confirmed, Server: s.server, Rows: maps.Clone(s.rows),
+		Halted: maps.Clone(s.halted), Backfill: maps.Clone(s.backfill), LastError: s.lastErr}
+}
+
+// SetPhase records the reader's phase (standby, backfilling, streaming, ...).
+func (s *State) SetPhase(p string) { s.mu.Lock(); s.phase = p; s.mu.Unlock() }
+
+// SetError records the last session error.
+func (s *State) SetError(err error) {
+	s.mu.Lock()
+	s.lastErr = ""
+	if err != nil {
+		s.lastErr = err.Error()
+	}
+	s.mu.Unlock()
+}
+
+func (s *State) setLSNs(confirmed, server proto.LSN) {
+	s.mu.Lock()
+	s.confirmed = confirmed
+	if server > s.server {
+		s.server = server
+	}
+	s.mu.Unlock()
+}
+
+func (s *State) addRows(table string, n int) { s.mu.Lock(); s.rows[table] += int64(n); s.mu.Unlock() }
+
+// SetHalted records a halted table.
+func (s *State) SetHalted(table, reason string) { s.mu.Lock(); s.halted[table] = reason; s.mu.Unlock() }
+
+// Halted returns the halt reason of table, or "".
+func (s *State) Halted(table string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.halted[table]
+}
+
+func (s *State) setProgress(table string, p Progress) {
+	s.mu.Lock()
+	s.backfill[table] = p
+	s.mu.Unlock()
+}

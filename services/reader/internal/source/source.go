@@ -1,0 +1,225 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// Querier is the normal (non-replication) connection source needs.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Table is a validated source table.
+type Table struct {
+	Name     string   // schema.table
+	OID      uint32   // relation id, as pgoutput names it
+	Key      []string // replica identity key columns, in key order
+	Routing  string   // routing column
+	Identity byte     // pg_class.relreplident: d, n, f, i
+	Columns  []string // live columns in attnum order
+	EstRows  int64    // pg_class.reltuples (estimate; -1 unknown)
+}
+
+// IdentityFull reports whether the table is REPLICA IDENTITY FULL.
+func (t Table) IdentityFull() bool { return t.Identity == 'f' }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidSource, fmt.Sprintf(format, args...))
+}
+
+// CheckWALLevel refuses a source without wal_level = logical.
+func CheckWALLevel(ctx context.Context, q Querier) error {
+	var lvl string
+	if err := q.QueryRow(ctx, "SHOW wal_level").Scan(&lvl); err != nil {
+		return fmt.Errorf("reading wal_level: %w", err)
+	}
+	if lvl != "logical" {
+		return invalid("wal_level is %q, logical replication needs logical: run ALTER SYSTEM SET wal_level = logical; then restart Postgres", lvl)
+	}
+	return nil
+}
+
+// Describe validates one configured table and describes it.
+func Describe(ctx context.Context, q Querier, name, routing string) (Table, error) {
+	schema, rel, _ := strings.Cut(name, ".")
+	t := Table{Name: name, Routing: routing}
+	var ident string
+	var reltuples float32
+	var oid int64
+	err := q.QueryRow(ctx, `SELECT c.oid::int8, c.relreplident::text, c.reltuples
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p')`, schema, rel).Scan(&oid, &ident, &reltuples)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, invalid("table %s does not exist: create it, or remove it from source.tables", name)
+	}
+	if err != nil {
+		return t, fmt.Errorf("describing table %s: %w", name, err)
+	}
+	t.OID = uint32(oid)
+	t.Identity = ident[0]
+	t.EstRows = int64(reltuples)
+
+	rows, err := q.Query(ctx, `SELECT attname FROM pg_catalog.pg_attribute
+		WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, oid)
+	if err != nil {
+		return t, fmt.Errorf("listing columns of %s: %w", name, err)
+	}
+	t.Columns, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return t, fmt.Errorf("listing columns of %s: %w", name, err)
+	}
+	for _, c := range t.Columns {
+		if proto.IsSystemColumn(c) {
+			return t, invalid("table %s has a column named %s: names starting with %s are reserved for sluice; rename it (ALTER TABLE %s RENAME COLUMN %s TO ...)", name, c, proto.SystemPrefix, name, c)
+		}
+	}
+
+	// The replica identity key: the primary key (default), the replica
+	// identity index (USING INDEX), and for FULL the primary key if any.
+	keySQL := `SELECT a.attname FROM pg_catalog.pg_index i
+		CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		WHERE i.indrelid = $1::oid AND ` + map[bool]string{true: "i.indisreplident", false: "i.indisprimary"}[t.Identity == 'i'] + `
+		ORDER BY k.ord`
+	rows, err = q.Query(ctx, keySQL, oid)
+	if err != nil {
+		return t, fmt.Errorf("reading the key of %s: %w", name, err)
+	}
+	t.Key, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return t, fmt.Errorf("reading the key of %s: %w", name, err)
+	}
+	if t.Identity == 'n' {
+		return t, invalid("table %s has REPLICA IDENTITY NOTHING: updates and deletes would carry no key; run ALTER TABLE %s REPLICA IDENTITY DEFAULT; (with a primary key) or ALTER TABLE %s REPLICA IDENTITY FULL;", name, name, name)
+	}
+	if len(t.Key) == 0 {
+		return t, invalid("table %s has no primary key and no replica identity index: add one, e.g. ALTER TABLE %s ADD PRIMARY KEY (id); or ALTER TABLE %s REPLICA IDENTITY USING INDEX <a unique index on NOT NULL columns>;", name, name, name)
+	}
+	if !slices.Contains(t.Columns, routing) {
+		return t, invalid("table %s has no routing column %q: add the column, or set source.routing_columns.%s to the column that names the tenant", name, routing, name)
+	}
+	if !t.IdentityFull() && !slices.Contains(t.Key, routing) {
+		return t, invalid("table %s: routing column %s is not part of the replica identity (%s), so a DELETE would carry no tenant: run ALTER TABLE %s REPLICA IDENTITY FULL;", name, routing, strings.Join(t.Key, ", "), name)
+	}
+	return t, nil
+}
+
+// EnsurePublication creates the publication for tables, or adds the tables
+// it lacks. It is idempotent.
+func EnsurePublication(ctx context.Context, q Querier, pub string, tables []string) error {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)`, pub).Scan(&exists); err != nil {
+		return fmt.Errorf("looking up publication %s: %w", pub, err)
+	}
+	quoted := func(ts []string) string {
+		var b strings.Builder
+		for i, t := range ts {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			s, r, _ := strings.Cut(t, ".")
+			b.WriteString(pgx.Identifier{s, r}.Sanitize())
+		}
+		return b.String()
+	}
+	if !exists {
+		sql := "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + quoted(tables)
+		if _, err := q.Exec(ctx, sql); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "42710" { // created concurrently
+				return EnsurePublication(ctx, q, pub, tables)
+			}
+			return fmt.Errorf("creating publication %s: %w (or create it yourself: %s)", pub, err, sql)
+		}
+		return nil
+	}
+	var allTables bool
+	if err := q.QueryRow(ctx, `SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&allTables); err != nil {
+		return fmt.Errorf("reading publication %s: %w", pub, err)
+	}
+	if allTables {
+		return nil
+	}
+	rows, err := q.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1`, pub)
+	if err != nil {
+		return fmt.Errorf("listing tables of publication %s: %w", pub, err)
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("listing tables of publication %s: %w", pub, err)
+	}
+	var missing []string
+	for _, t := range tables {
+		if !slices.Contains(have, t) {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sql := "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " ADD TABLE " + quoted(missing)
+	if _, err := q.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("adding %v to publication %s: %w (or run: %s)", missing, pub, err, sql)
+	}
+	return nil
+}
+
+// Slot is what pg_replication_slots says about a slot.
+type Slot struct {
+	Exists         bool
+	Plugin         string
+	Active         bool
+	ConfirmedFlush proto.LSN
+	RestartLSN     proto.LSN
+}
+
+// LookupSlot reads the slot; a slot of another plugin or database is
+// refused.
+func LookupSlot(ctx context.Context, q Querier, name string) (Slot, error) {
+	var s Slot
+	var plugin, db *string
+	var confirmed, restart *string
+	err := q.QueryRow(ctx, `SELECT plugin, database, active, confirmed_flush_lsn::text, restart_lsn::text
+		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, name).Scan(&plugin, &db, &s.Active, &confirmed, &restart)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("looking up replication slot %s: %w", name, err)
+	}
+	s.Exists = true
+	var cur string
+	if err := q.QueryRow(ctx, "SELECT current_database()").Scan(&cur); err != nil {
+		return s, fmt.Errorf("reading current database: %w", err)
+	}
+	if plugin == nil || *plugin != "pgoutput" || db == nil || *db != cur {
+		return s, invalid("replication slot %s exists but is not a pgoutput slot of database %s: drop it (SELECT pg_drop_replication_slot('%s');) or set source.slot to another name", name, cur, name)
+	}
+	s.Plugin = *plugin
+	if confirmed != nil {
+		l, err := proto.ParseLSN(*confirmed)
+		if err != nil {
+			return s, err
+		}
+		s.ConfirmedFlush = l
+	}
+	if restart != nil {
+		l, err := proto.ParseLSN(*restart)
+		if err != nil {
+			return s, err
+		}
+		s.RestartLSN = l
+	}
+	return s, nil
+}

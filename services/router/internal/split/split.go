@@ -1,0 +1,419 @@
+package split
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// maxReasons bounds the distinct dead-letter reasons a Result keeps.
+const maxReasons = 8
+
+// parallelMinRows is the batch size from which columns are gathered in
+// parallel; below it the goroutine hand-off costs more than it saves.
+const parallelMinRows = 32 << 10
+
+// Splitter splits batches. It is safe for concurrent use.
+type Splitter struct {
+	mem     memory.Allocator
+	resolve Resolve
+	workers int
+	scratch sync.Pool // *[]int32
+}
+
+// New returns a Splitter that allocates output from mem, routes values with
+// resolve, and gathers up to workers columns at once (<= 0: GOMAXPROCS).
+func New(mem memory.Allocator, resolve Resolve, workers int) *Splitter {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	return &Splitter{mem: mem, resolve: resolve, workers: workers}
+}
+
+// Part is the rows of one batch bound for one destination, in input order.
+type Part struct {
+	Destination string            // "" for the unroutable part
+	Batch       arrow.RecordBatch // zero-copy slice of the permuted batch; the input schema
+	First, Last proto.Position    // smallest and largest position among the rows
+}
+
+// Result is one split batch. Release it once done with every part.
+type Result struct {
+	Rows       int      // input rows
+	Parts      []Part   // one per destination, in order of first appearance
+	Unroutable *Part    // rows for the dead-letter stream; nil when there are none
+	Reasons    []string // distinct reasons of the unroutable rows (at most 8)
+	Dropped    int      // rows of unlisted values dropped (mode list, unlisted: drop)
+	MoveOuts   int      // OpMoveOut rows
+	Mutations  int      // OpMoveOut rows whose paired row routes to another destination
+	permuted   arrow.RecordBatch
+}
+
+// Release frees the permuted batch and every part.
+func (r *Result) Release() {
+	for _, p := range r.Parts {
+		p.Batch.Release()
+	}
+	if r.Unroutable != nil {
+		r.Unroutable.Batch.Release()
+	}
+	if r.permuted != nil {
+		r.permuted.Release()
+	}
+	r.Parts, r.Unroutable, r.permuted = nil, nil, nil
+}
+
+// columns are the indices of the columns the split reads.
+type columns struct {
+	routing      int
+	routingName  string
+	op, lsn, seq int
+}
+
+func findColumns(s *arrow.Schema) (columns, error) {
+	name, ok := s.Metadata().GetValue(proto.MetaRouting)
+	if !ok || name == "" {
+		return columns{}, fmt.Errorf("%w: schema metadata has no %s", ErrNoRoutingColumn, proto.MetaRouting)
+	}
+	c := columns{routingName: name}
+	idx := func(col string, want arrow.Type) (int, error) {
+		ix := s.FieldIndices(col)
+		if len(ix) != 1 {
+			return 0, fmt.Errorf("%w: %s appears %d times", ErrSystemColumn, col, len(ix))
+		}
+		if got := s.Field(ix[0]).Type.ID(); got != want {
+			return 0, fmt.Errorf("%w: %s is %s, want %s", ErrSystemColumn, col, s.Field(ix[0]).Type, want)
+		}
+		return ix[0], nil
+	}
+	var err error
+	if c.op, err = idx(proto.ColOp, arrow.INT8); err != nil {
+		return c, err
+	}
+	if c.lsn, err = idx(proto.ColLSN, arrow.UINT64); err != nil {
+		return c, err
+	}
+	if c.seq, err = idx(proto.ColSeq, arrow.UINT64); err != nil {
+		return c, err
+	}
+	ix := s.FieldIndices(name)
+	if len(ix) != 1 {
+		return c, fmt.Errorf("%w: %s names column %q, which appears %d times", ErrNoRoutingColumn, proto.MetaRouting, name, len(ix))
+	}
+	c.routing = ix[0]
+	return c, nil
+}
+
+// assigner turns routing values into buckets for one batch. Bucket 0 is the
+// unroutable bucket; buckets 1.. are destinations; -1 is dropped.
+type assigner struct {
+	resolve Resolve
+	column  string
+	names   []string // bucket -> destination ("" for 0)
+	byName  map[string]int32
+	counts  []int
+	reasons []string
+	dropped int
+	null    int32 // bucket+2 of NULL, 0 until first seen
+}
+
+func newAssigner(resolve Resolve, column string) *assigner {
+	return &assigner{resolve: resolve, column: column, names: []string{""}, byName: map[string]int32{}, counts: []int{0}}
+}
+
+func (a *assigner) reason(r string) {
+	if len(a.reasons) >= maxReasons {
+		return
+	}
+	for _, x := range a.reasons {
+		if x == r {
+			return
+		}
+	}
+	a.reasons = append(a.reasons, r)
+}
+
+// route returns bucket+2 of a distinct value, resolving it.
+func (a *assigner) route(value string) int32 {
+	r := a.resolve(value)
+	switch r.Action {
+	case Deliver:
+		if err := proto.ValidateDestination(r.Destination); err != nil {
+			a.reason(fmt.Sprintf("%s value %q: %v", a.column, value, err))
+			return 2
+		}
+		if b, ok := a.byName[r.Destination]; ok {
+			return b + 2
+		}
+		b := int32(len(a.names))
+		a.names = append(a.names, r.Destination)
+		a.counts = append(a.counts, 0)
+		a.byName[r.Destination] = b
+		return b + 2
+	case Drop:
+		return 1
+	default:
+		a.reason(r.Reason)
+		return 2
+	}
+}
+
+func (a *assigner) nullBucket() int32 {
+	if a.null == 0 {
+		a.reason("NULL routing value in column " + a.column)
+		a.null = 2
+	}
+	return a.null
+}
+
+// count records bucket+2 v for a row and returns the bucket.
+func (a *assigner) count(v int32) int32 {
+	b := v - 2
+	if b >= 0 {
+		a.counts[b]++
+	} else {
+		a.dropped++
+	}
+	return b
+}
+
+type integer interface{ ~int16 | ~int32 | ~int64 }
+
+func assignInts[T integer](a *assigner, arr arrow.Array, vals []T, ids []int32) {
+	t := newIntTable()
+	hasNulls := arr.NullN() > 0
+	var lastK int64
+	var lastV int32 // 0: no previous value
+	for i, x := range vals {
+		if hasNulls && arr.IsNull(i) {
+			ids[i] = a.count(a.nullBucket())
+			continue
+		}
+		k := int64(x)
+		v := lastV
+		if v == 0 || k != lastK {
+			v = t.get(k)
+			if v == 0 {
+				v = a.route(strconv.FormatInt(k, 10))
+				t.put(k, v)
+			}
+			lastK, lastV = k, v
+		}
+		ids[i] = a.count(v)
+	}
+}
+
+func assignStrings(a *assigner, arr *array.String, ids []int32) {
+	offs := arr.ValueOffsets()
+	var data []byte
+	if b := arr.Data().Buffers()[2]; b != nil {
+		data = b.Bytes()
+	}
+	t := newBytesTable(data)
+	hasNulls := arr.NullN() > 0
+	var last []byte
+	var lastV int32
+	for i := range ids {
+		if hasNulls && arr.IsNull(i) {
+			ids[i] = a.count(a.nullBucket())
+			continue
+		}
+		s, e := offs[i], offs[i+1]
+		val := data[s:e]
+		v := lastV
+		if v == 0 || string(val) != string(last) {
+			h := t.hash(val)
+			v = t.get(h, val)
+			if v == 0 {
+				v = a.route(string(val))
+				t.put(h, int64(s), int64(e), v)
+			}
+			last, lastV = val, v
+		}
+		ids[i] = a.count(v)
+	}
+}
+
+func (s *Splitter) getScratch(n int) *[]int32 {
+	if p, ok := s.scratch.Get().(*[]int32); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	b := make([]int32, n)
+	return &b
+}
+
+// Split routes every row of rec by its own routing value. rec is not
+// retained. An error describes the batch (see errors.go).
+func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
+	cols, err := findColumns(rec.Schema())
+	if err != nil {
+		return nil, err
+	}
+	n := int(rec.NumRows())
+	res := &Result{Rows: n}
+	a := newAssigner(s.resolve, cols.routingName)
+
+	idsp := s.getScratch(n)
+	defer s.scratch.Put(idsp)
+	ids := *idsp
+	switch col := rec.Column(cols.routing).(type) {
+	case *array.Int16:
+		assignInts(a, col, col.Int16Values(), ids)
+	case *array.Int32:
+		assignInts(a, col, col.Int32Values(), ids)
+	case *array.Int64:
+		assignInts(a, col, col.Int64Values(), ids)
+	case *array.String:
+		assignStrings(a, col, ids)
+	default:
+		return nil, fmt.Errorf("%w: column %s is %s (want int16, int32, int64 or utf8)", ErrRoutingType, cols.routingName, col.DataType())
+	}
+	res.Dropped = a.dropped
+	res.Reasons = a.reasons
+	s.countMoveOuts(rec, cols, ids, res)
+
+	// Stable counting sort of row indices by bucket: inv[i] is row i's new
+	// index. Dropped rows go after every bucket (and are never sliced), so
+	// inv is a bijection on [0, n) and the take needs no per-row branch.
+	starts := make([]int, len(a.counts))
+	total := 0
+	for b, c := range a.counts {
+		starts[b] = total
+		total += c
+	}
+	invp := s.getScratch(n)
+	defer s.scratch.Put(invp)
+	inv := *invp
+	cur := make([]int, len(starts))
+	copy(cur, starts)
+	dropAt := total
+	for i, b := range ids {
+		if b >= 0 {
+			inv[i] = int32(cur[b])
+			cur[b]++
+		} else {
+			inv[i] = int32(dropAt)
+			dropAt++
+		}
+	}
+
+	permuted, err := s.takeRecord(rec, inv)
+	if err != nil {
+		return nil, err
+	}
+	res.permuted = permuted
+	lsns := permuted.Column(cols.lsn).(*array.Uint64).Uint64Values()
+	seqs := permuted.Column(cols.seq).(*array.Uint64).Uint64Values()
+	res.Parts = make([]Part, 0, len(a.names)-1)
+	for b, c := range a.counts {
+		if c == 0 {
+			continue
+		}
+		lo, hi := starts[b], starts[b]+c
+		p := Part{Destination: a.names[b], Batch: permuted.NewSlice(int64(lo), int64(hi))}
+		p.First, p.Last = span(lsns[lo:hi], seqs[lo:hi])
+		if b == 0 {
+			res.Unroutable = &p
+			continue
+		}
+		res.Parts = append(res.Parts, p)
+	}
+	return res, nil
+}
+
+// span returns the smallest and largest position of the rows.
+func span(lsns, seqs []uint64) (first, last proto.Position) {
+	first = proto.Position{LSN: proto.LSN(lsns[0]), Seq: seqs[0]}
+	last = first
+	for i := 1; i < len(lsns); i++ {
+		p := proto.Position{LSN: proto.LSN(lsns[i]), Seq: seqs[i]}
+		if p.Less(first) {
+			first = p
+		}
+		if last.Less(p) {
+			last = p
+		}
+	}
+	return first, last
+}
+
+// countMoveOuts counts OpMoveOut rows and, among them, routing mutations:
+// those whose paired row (adjacent, same position, not a move-out) routes
+// to another bucket, or that have no adjacent pair.
+func (s *Splitter) countMoveOuts(rec arrow.RecordBatch, cols columns, ids []int32, res *Result) {
+	ops := rec.Column(cols.op).(*array.Int8).Int8Values()
+	lsns := rec.Column(cols.lsn).(*array.Uint64).Uint64Values()
+	seqs := rec.Column(cols.seq).(*array.Uint64).Uint64Values()
+	pair := func(i, j int) bool {
+		return j >= 0 && j < len(ops) && ops[j] != proto.OpMoveOut && lsns[j] == lsns[i] && seqs[j] == seqs[i]
+	}
+	for i, op := range ops {
+		if op != proto.OpMoveOut {
+			continue
+		}
+		res.MoveOuts++
+		switch {
+		case pair(i, i+1):
+			if ids[i+1] != ids[i] {
+				res.Mutations++
+			}
+		case pair(i, i-1):
+			if ids[i-1] != ids[i] {
+				res.Mutations++
+			}
+		default:
+			res.Mutations++
+		}
+	}
+}
+
+// takeRecord gathers every column of rec with perm, columns in parallel.
+func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32) (arrow.RecordBatch, error) {
+	out := make([]arrow.Array, rec.NumCols())
+	release := func() {
+		for _, c := range out {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	if s.workers <= 1 || len(inv) < parallelMinRows || len(out) == 1 {
+		for i, c := range rec.Columns() {
+			t, err := take(s.mem, c, inv, nil)
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("gathering column %s: %w", rec.ColumnName(i), err)
+			}
+			out[i] = t
+		}
+	} else {
+		var g errgroup.Group
+		g.SetLimit(s.workers)
+		for i, c := range rec.Columns() {
+			g.Go(func() error {
+				t, err := take(s.mem, c, inv, nil)
+				if err != nil {
+					return fmt.Errorf("gathering column %s: %w", rec.ColumnName(i), err)
+				}
+				out[i] = t
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			release()
+			return nil, err
+		}
+	}
+	r := array.NewRecordBatch(rec.Schema(), out, int64(len(inv)))
+	release() // the record retained them
+	return r, nil
+}

@@ -1,0 +1,57 @@
+// Package catalog owns sluice's ClickHouse catalog: the connection port
+// (Conn, with an embedded chDB backend and a ClickHouse server backend), the
+// schema and its version stamp, indexing packs into per-table rows tables,
+// publishing fenced snapshots, and pinned reads.
+//
+// The catalog is a projection of the pack store. Packs are the only source
+// of truth; everything here can be dropped and rebuilt from them (Rebuild).
+// So the catalog never migrates itself in place: a catalog whose schema
+// stamp this build does not read, or that is damaged in a way it can
+// recognise, is refused before any DDL with a message naming what was found
+// and the rebuild procedure.
+//
+// What the catalog must never do:
+//   - collapse two rows that disagree: pack identity (store_id, pack_id) and
+//     the change's position are in every rows table's sort key, so a merge
+//     only ever folds a pack's row onto an identical copy of itself;
+//   - make a snapshot visible without the live publisher lease: the
+//     watermark row that admits a snapshot is written by one INSERT ...
+//     SELECT whose single WHERE subquery checks, on the server's clock, that
+//     the caller's lease is the live head and that the version is above
+//     every published one;
+//   - change a published snapshot: membership is the set of manifest rows
+//     paired by (version, publish_id) with a watermark row, and a version can
+//     only be published above the current head;
+//   - record a pack in the inventory before its rows are durable: the
+//     inventory row is written last, so a crash re-indexes rather than
+//     skips.
+//
+// Objects (prefix p, default "sluice"):
+//
+//	p_schema_version     the stamp, written LAST by EnsureSchema
+//	p_tables             registry: per table and schema fingerprint, columns (kind, pg type), primary key
+//	p_packs              pack inventory, one row per indexed (store_id, pack_id)
+//	p_manifest           snapshot membership rows (version, publish_id, store_id, pack_id)
+//	p_watermark          one row per published snapshot (version, publish_id, through_lsn, ...)
+//	p_version_claims     sole-claimant version allocator
+//	p_publisher_lease    append-only publisher lease (term, lease_id, holder, expiry)
+//	p_snapshots          view: published snapshots with their cumulative pack count
+//	p_rows.<schema.table>    per captured table: the rows of every destination
+//	p_latest.<schema.table>  view: that table as of the latest published snapshot
+//
+// NOTES
+//   - The rows tables' ORDER BY is (destination, primary key..., store_id,
+//     pack_id, _sluice_lsn, _sluice_seq): pack identity as the brief asks,
+//     plus the position, because one pack may hold several versions of one
+//     key (an insert then a TOAST-unchanged update in one flush) and a merge
+//     must not fold those onto each other.
+//   - Times are stored as Int64 microseconds and dates as Int32 days. Packs
+//     are read with an explicit structure: timestamps as DateTime64(6) then
+//     toUnixTimestamp64Micro (lossless for every Int64, verified for year 1
+//     and 9999), dates straight as Int32 (reading them as Date32 refuses
+//     days outside 1900..2299).
+//   - ClickHouse reads a NULL Arrow list as an empty array, so a NULL array
+//     column reads back as [] (known gap).
+//   - Table names: p_rows.<schema>.<table> is quoted with backquotes; the
+//     dot is the one separator that cannot occur inside either identifier.
+package catalog

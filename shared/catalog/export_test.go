@@ -1,0 +1,11 @@
+package catalog
+
+// Test knobs for the external test package.
+
+// SetNoFence removes the lease fence and the version barrier from the
+// publishing statements (the negative control of the wedge test).
+func SetNoFence(c *Catalog, off bool) { c.noFence = off }
+
+// SetBeforeStatements installs a hook run between a publish's lease renewal
+// and its statements.
+func SetBeforeStatements(c *Catalog, f func()) { c.beforeStatements = f }

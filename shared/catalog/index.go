@@ -1,0 +1,228 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+)
+
+// PackRef is one pack to index, as its footer describes it.
+type PackRef struct {
+	Meta   packstore.PackMeta // from the pack footer
+	Schema *arrow.Schema      // the pack's row schema (footer)
+	Path   string             // store-relative path
+	Bytes  int64
+}
+
+// PackKey is a pack's identity in the catalog: the store it is read from
+// and its id.
+type PackKey struct{ StoreID, PackID string }
+
+// Indexed reports which of keys the inventory already records.
+func (c *Catalog) Indexed(ctx context.Context, keys []PackKey) (map[PackKey]bool, error) {
+	out := map[PackKey]bool{}
+	for start := 0; start < len(keys); start += 1000 {
+		chunk := keys[start:min(start+1000, len(keys))]
+		tuples := make([]string, len(chunk))
+		for i, k := range chunk {
+			tuples[i] = "(" + quote(k.StoreID) + ", " + quote(k.PackID) + ")"
+		}
+		res, err := c.conn.Query(ctx, "SELECT DISTINCT store_id, pack_id FROM "+ident(c.n.packs())+" WHERE (store_id, pack_id) IN ("+strings.Join(tuples, ", ")+")")
+		if err != nil {
+			return nil, fmt.Errorf("reading pack inventory: %w", err)
+		}
+		for _, r := range res.Rows {
+			out[PackKey{asString(r[0]), asString(r[1])}] = true
+		}
+	}
+	return out, nil
+}
+
+// Inventory calls fn for every pack the inventory records from storeID.
+func (c *Catalog) Inventory(ctx context.Context, storeID string) (map[string]bool, error) {
+	res, err := c.conn.Query(ctx, "SELECT DISTINCT path FROM "+ident(c.n.packs())+" WHERE store_id = "+quote(storeID))
+	if err != nil {
+		return nil, fmt.Errorf("reading pack inventory: %w", err)
+	}
+	out := make(map[string]bool, len(res.Rows))
+	for _, r := range res.Rows {
+		out[asString(r[0])] = true
+	}
+	return out, nil
+}
+
+// IndexStats counts what one Index call did.
+type IndexStats struct {
+	Packs, Skipped, Rows, Inserts int
+}
+
+// Index inserts the rows of packs (read from store) into their rows tables,
+// then records the packs in the inventory. Packs already in the inventory
+// are skipped; indexing a pack again would be harmless anyway (its rows
+// carry its identity and fold onto themselves). Packs of one table and
+// schema go into one INSERT ... SELECT over all their files.
+func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []PackRef) (IndexStats, error) {
+	var st IndexStats
+	if len(packs) == 0 {
+		return st, nil
+	}
+	keys := make([]PackKey, len(packs))
+	for i, p := range packs {
+		keys[i] = PackKey{store.ID(), p.Meta.PackID}
+	}
+	done, err := c.Indexed(ctx, keys)
+	if err != nil {
+		return st, err
+	}
+	type group struct {
+		ti    TableInfo
+		packs []PackRef
+	}
+	groups := map[string]*group{}
+	var order []string
+	seen := map[PackKey]bool{}
+	for i, p := range packs {
+		if done[keys[i]] || seen[keys[i]] {
+			st.Skipped++
+			continue
+		}
+		seen[keys[i]] = true
+		gk := p.Meta.Table + "\x00" + p.Meta.Schema
+		g := groups[gk]
+		if g == nil {
+			ti, err := TableInfoFromSchema(p.Meta.Table, p.Schema, p.Meta.Schema)
+			if err != nil {
+				return st, fmt.Errorf("indexing pack %s: %w", p.Meta.PackID, err)
+			}
+			g = &group{ti: ti}
+			groups[gk] = g
+			order = append(order, gk)
+		}
+		g.packs = append(g.packs, p)
+	}
+	sort.Strings(order)
+	var indexed []PackRef
+	for _, gk := range order {
+		g := groups[gk]
+		if err := c.Register(ctx, g.ti); err != nil {
+			return st, fmt.Errorf("indexing packs of %s: %w", g.ti.Name, err)
+		}
+		q, err := c.insertSQL(store, g.ti, g.packs)
+		if err != nil {
+			return st, err
+		}
+		if err := c.conn.Exec(ctx, q); err != nil {
+			return st, fmt.Errorf("indexing %d packs of %s: %w", len(g.packs), g.ti.Name, err)
+		}
+		st.Inserts++
+		for _, p := range g.packs {
+			st.Rows += int(p.Meta.Rows)
+		}
+		indexed = append(indexed, g.packs...)
+	}
+	if err := c.recordPacks(ctx, store.ID(), indexed); err != nil {
+		return st, err
+	}
+	st.Packs = len(indexed)
+	return st, nil
+}
+
+// insertSQL is one INSERT ... SELECT of every pack of a group (one table,
+// one schema): a UNION ALL of one file read per pack, each tagged with its
+// pack identity.
+func (c *Catalog) insertSQL(store packstore.Store, ti TableInfo, packs []PackRef) (string, error) {
+	s := packs[0].Schema
+	var structure, target, exprs []string
+	target = append(target, "destination")
+	for _, f := range s.Fields() {
+		switch f.Name {
+		case proto.ColOp:
+			structure = append(structure, ident(f.Name)+" Int8")
+		case proto.ColLSN, proto.ColSeq:
+			structure = append(structure, ident(f.Name)+" UInt64")
+		case proto.ColCommitTime:
+			structure = append(structure, ident(f.Name)+" Nullable(DateTime64(6, 'UTC'))")
+		case proto.ColUnchanged:
+			structure = append(structure, ident(f.Name)+" Array(Nullable(String))")
+		default:
+			if proto.IsSystemColumn(f.Name) {
+				continue // a system column this build does not store
+			}
+			k, err := proto.FieldKind(f)
+			if err != nil {
+				return "", fmt.Errorf("%w: %v", ErrBadSchema, err)
+			}
+			structure = append(structure, ident(f.Name)+" "+chRead(k, f.Nullable))
+			target = append(target, ident(f.Name))
+			exprs = append(exprs, selectExpr(f.Name, k, f.Nullable, ti.isKey(f.Name)))
+		}
+	}
+	has := func(n string) bool { return len(s.FieldIndices(n)) == 1 }
+	target = append(target, ident(proto.ColLSN), ident(proto.ColSeq), ident(proto.ColOp), ident(proto.ColUnchanged), ident(proto.ColCommitTime), "store_id", "pack_id")
+	exprs = append(exprs, ident(proto.ColLSN), ident(proto.ColSeq), ident(proto.ColOp))
+	if has(proto.ColUnchanged) {
+		exprs = append(exprs, "arrayMap(x -> assumeNotNull(x), arrayFilter(x -> isNotNull(x), "+ident(proto.ColUnchanged)+"))")
+	} else {
+		exprs = append(exprs, "CAST([] AS Array(String))")
+	}
+	if has(proto.ColCommitTime) {
+		exprs = append(exprs, "toUnixTimestamp64Micro("+ident(proto.ColCommitTime)+")")
+	} else {
+		exprs = append(exprs, "CAST(NULL AS Nullable(Int64))")
+	}
+	structArg := strings.Join(structure, ", ")
+	common := strings.Join(exprs, ", ")
+	var parts []string
+	for _, p := range packs {
+		tf, err := withStructure(store.TableFunction(p.Path), structArg)
+		if err != nil {
+			return "", fmt.Errorf("indexing pack %s: %w", p.Meta.PackID, err)
+		}
+		parts = append(parts, "SELECT "+quote(p.Meta.Destination)+", "+common+", "+quote(store.ID())+", "+quote(p.Meta.PackID)+" FROM "+tf)
+	}
+	return "INSERT INTO " + ident(c.n.rows(ti.Name)) + " (" + strings.Join(target, ", ") + ") " + strings.Join(parts, " UNION ALL "), nil
+}
+
+// recordPacks writes the inventory rows of packs whose rows are durable.
+func (c *Catalog) recordPacks(ctx context.Context, storeID string, packs []PackRef) error {
+	if len(packs) == 0 {
+		return nil
+	}
+	vals := make([]string, len(packs))
+	for i, p := range packs {
+		m := p.Meta
+		vals[i] = fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %d, %d, toUnixTimestamp64Micro(now64(6)))",
+			quote(storeID), quote(m.PackID), quote(m.Destination), quote(m.Table), quote(p.Path), quote(m.Schema),
+			uint64(m.First.LSN), m.First.Seq, uint64(m.Last.LSN), m.Last.Seq, m.Rows, m.Tombstones, p.Bytes)
+	}
+	q := "INSERT INTO " + ident(c.n.packs()) + " (store_id, pack_id, destination, table, path, fingerprint, first_lsn, first_seq, last_lsn, last_seq, rows, tombstones, bytes, indexed_at) VALUES " + strings.Join(vals, ", ")
+	if err := c.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("recording %d packs in the inventory: %w", len(packs), err)
+	}
+	return nil
+}
+
+// ReadRef reads a pack's footer from store and checks it against the
+// path it was found at: the path must be the footer's own
+// <destination>/<table>/<pack_id>.arrow. Errors wrapping
+// packstore.ErrCorruptPack or ErrPackMismatch are permanent for the pack.
+func ReadRef(ctx context.Context, store packstore.Store, path string) (PackRef, error) {
+	data, err := store.Get(ctx, path)
+	if err != nil {
+		return PackRef{}, err
+	}
+	meta, schema, err := packstore.ReadPackMeta(data)
+	if err != nil {
+		return PackRef{}, fmt.Errorf("reading pack %s: %w", path, err)
+	}
+	if want := meta.Path(); want != path {
+		return PackRef{}, fmt.Errorf("%w: pack at %s says it is %s (destination %s, table %s)", ErrPackMismatch, path, want, meta.Destination, meta.Table)
+	}
+	return PackRef{Meta: meta, Schema: schema, Path: path, Bytes: int64(len(data))}, nil
+}

@@ -1,0 +1,417 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/pgtypes"
+)
+
+// Snapshot is one published catalog snapshot.
+type Snapshot struct {
+	Version     uint64    `json:"version"`
+	PublishID   string    `json:"publish_id"`
+	PublishedAt time.Time `json:"published_at"`
+	ThroughLSN  proto.LSN `json:"-"`
+	Through     string    `json:"through_lsn"` // Postgres text form of ThroughLSN
+	NewPacks    uint64    `json:"new_packs"`   // packs this publish admitted
+	Packs       uint64    `json:"packs"`       // packs the snapshot holds
+}
+
+func snapshotFromRow(r []any) Snapshot {
+	lsn := proto.LSN(asUint(r[3]))
+	return Snapshot{
+		Version:     asUint(r[0]),
+		PublishID:   asString(r[1]),
+		PublishedAt: time.UnixMicro(asInt(r[2])).UTC(),
+		ThroughLSN:  lsn,
+		Through:     lsn.String(),
+		NewPacks:    asUint(r[4]),
+		Packs:       asUint(r[5]),
+	}
+}
+
+// Snapshots lists every published snapshot, oldest first.
+func (c *Catalog) Snapshots(ctx context.Context) ([]Snapshot, error) {
+	res, err := c.conn.Query(ctx, "SELECT version, publish_id, published_at_us, through_lsn, new_packs, packs FROM "+ident(c.n.snapshots())+" ORDER BY version")
+	if err != nil {
+		return nil, fmt.Errorf("listing snapshots: %w", err)
+	}
+	out := make([]Snapshot, 0, len(res.Rows))
+	for _, r := range res.Rows {
+		out = append(out, snapshotFromRow(r))
+	}
+	return out, nil
+}
+
+// Snapshot returns the published snapshot at version, or ErrNoSnapshot.
+func (c *Catalog) Snapshot(ctx context.Context, version uint64) (Snapshot, error) {
+	res, err := c.conn.Query(ctx, "SELECT version, publish_id, published_at_us, through_lsn, new_packs, packs FROM "+ident(c.n.snapshots())+" WHERE version = "+u64(version))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("reading snapshot %d: %w", version, err)
+	}
+	if len(res.Rows) == 0 {
+		return Snapshot{}, fmt.Errorf("%w: version %d", ErrNoSnapshot, version)
+	}
+	return snapshotFromRow(res.Rows[0]), nil
+}
+
+// Latest returns the newest published snapshot, or ErrNoSnapshot.
+func (c *Catalog) Latest(ctx context.Context) (Snapshot, error) {
+	res, err := c.conn.Query(ctx, "SELECT max(version), count() FROM "+ident(c.n.watermark()))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("reading latest snapshot: %w", err)
+	}
+	if len(res.Rows) == 0 || asUint(res.Rows[0][1]) == 0 {
+		return Snapshot{}, fmt.Errorf("%w: nothing published yet", ErrNoSnapshot)
+	}
+	return c.Snapshot(ctx, asUint(res.Rows[0][0]))
+}
+
+// membership is the predicate admitting the rows of packs that are members
+// of snapshot version (an SQL expression; "" destination or table means
+// any). A member is a manifest row paired by (version, publish_id) with a
+// watermark row, at or below version.
+func (c *Catalog) membership(version, destination, table string) string {
+	var where []string
+	where = append(where, "version <= "+version)
+	if destination != "" {
+		where = append(where, "destination = "+quote(destination))
+	}
+	if table != "" {
+		where = append(where, "table = "+quote(table))
+	}
+	return fmt.Sprintf("(store_id, pack_id) IN (SELECT store_id, pack_id FROM %s WHERE %s AND (version, publish_id) IN (SELECT version, publish_id FROM %s WHERE version <= %s))",
+		ident(c.n.manifest()), strings.Join(where, " AND "), ident(c.n.watermark()), version)
+}
+
+// Destinations returns, per table, the destinations holding packs in the
+// snapshot at version (0: latest).
+func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string][]string, error) {
+	v, err := c.resolveVersion(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf("SELECT table, arraySort(groupUniqArray(destination)) FROM %s WHERE version <= %d AND (version, publish_id) IN (SELECT version, publish_id FROM %s WHERE version <= %d) GROUP BY table ORDER BY table",
+		ident(c.n.manifest()), v, ident(c.n.watermark()), v)
+	res, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("listing destinations at version %d: %w", v, err)
+	}
+	out := map[string][]string{}
+	for _, r := range res.Rows {
+		out[asString(r[0])] = asStrings(r[1])
+	}
+	return out, nil
+}
+
+func (c *Catalog) resolveVersion(ctx context.Context, version uint64) (uint64, error) {
+	if version == 0 {
+		s, err := c.Latest(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return s.Version, nil
+	}
+	if _, err := c.Snapshot(ctx, version); err != nil {
+		return 0, err
+	}
+	return version, nil
+}
+
+// resolution builds the per-key resolution of a rows table: grouped by
+// (destination, primary key), the newest row by (position, pack identity),
+// with TOAST-unchanged columns filled from the newest row that carried a
+// value. The result's columns are destination, the key columns, then _c<i>
+// for each non-key column of ti in order, then the system columns _op,
+// _lsn, _seq, _ct, _store, _pack.
+func (c *Catalog) resolution(ti TableInfo, where string) string {
+	const ord = "(_sluice_lsn, _sluice_seq, store_id, pack_id)"
+	var nonKey []Column
+	for _, col := range ti.Columns {
+		if !ti.isKey(col.Name) {
+			nonKey = append(nonKey, col)
+		}
+	}
+	var tup []string
+	for _, col := range nonKey {
+		tup = append(tup, ident(col.Name))
+	}
+	tup = append(tup, "_sluice_op", "_sluice_unchanged", "_sluice_lsn", "_sluice_seq", "_sluice_commit_time", "toString(store_id)", "pack_id")
+	n := len(nonKey)
+	sel := []string{"destination"}
+	for _, k := range ti.PrimaryKey {
+		sel = append(sel, ident(k))
+	}
+	sel = append(sel, "argMax(tuple("+strings.Join(tup, ", ")+"), "+ord+") AS _w")
+	for i, col := range nonKey {
+		el := fmt.Sprintf("tupleElement(_w, %d)", i+1)
+		if toastable(col.Kind) {
+			el = fmt.Sprintf("if(has(tupleElement(_w, %d), %s), argMaxIf(%s, %s, NOT has(_sluice_unchanged, %s)), %s)",
+				n+2, quote(col.Name), ident(col.Name), ord, quote(col.Name), el)
+		}
+		sel = append(sel, el+" AS _c"+strconv.Itoa(i))
+	}
+	for i, a := range []string{"_op", "_unch", "_lsn", "_seq", "_ct", "_store", "_pack"} {
+		sel = append(sel, fmt.Sprintf("tupleElement(_w, %d) AS %s", n+1+i, a))
+	}
+	group := []string{"destination"}
+	for _, k := range ti.PrimaryKey {
+		group = append(group, ident(k))
+	}
+	return "SELECT " + strings.Join(sel, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
+		" GROUP BY " + strings.Join(group, ", ") + " HAVING _op NOT IN (" + strconv.Itoa(int(proto.OpDelete)) + ", " + strconv.Itoa(int(proto.OpMoveOut)) + ")"
+}
+
+// latestViewSQL is the ad-hoc view of a table as of the latest published
+// snapshot, every destination, with its real column names.
+func (c *Catalog) latestViewSQL(ti TableInfo) string {
+	latest := "(SELECT max(version) FROM " + ident(c.n.watermark()) + ")"
+	inner := c.resolution(ti, c.membership(latest, "", ti.Name))
+	out := []string{"destination"}
+	i := 0
+	for _, col := range ti.Columns {
+		if ti.isKey(col.Name) {
+			out = append(out, ident(col.Name))
+			continue
+		}
+		out = append(out, "_c"+strconv.Itoa(i)+" AS "+ident(col.Name))
+		i++
+	}
+	out = append(out, "_lsn AS _sluice_lsn", "_seq AS _sluice_seq", "_op AS _sluice_op", "_ct AS _sluice_commit_time", "_store AS store_id", "_pack AS pack_id")
+	return "SELECT " + strings.Join(out, ", ") + " FROM (" + inner + ")"
+}
+
+// ReadRequest asks for one page of a destination's table at a snapshot.
+type ReadRequest struct {
+	Destination string
+	Table       string
+	Version     uint64 // 0: the latest published snapshot
+	Cursor      string // "" for the first page; Page.Next for the following ones
+	Limit       int    // rows per page; default 1000, at most 100000
+	// SystemColumns adds _sluice_lsn, _sluice_seq, _sluice_op,
+	// _sluice_commit_time, _sluice_store_id and _sluice_pack_id to each row.
+	SystemColumns bool
+}
+
+// Page is one page of rows, ordered by primary key.
+type Page struct {
+	Version uint64            `json:"version"`
+	Rows    []json.RawMessage `json:"rows"`
+	// Next is the cursor of the following page; "" when this page is the last.
+	Next string `json:"next,omitempty"`
+}
+
+// Read returns one page of destination's copy of table as of the pinned
+// snapshot: per primary key the newest row among the snapshot's packs,
+// tombstones removed, TOAST-unchanged columns filled from the newest earlier
+// value; each row a JSON object equal to the source row's to_jsonb(row).
+func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
+	if err := proto.ValidateDestination(req.Destination); err != nil {
+		return Page{}, err
+	}
+	if req.Limit <= 0 {
+		req.Limit = 1000
+	}
+	if req.Limit > 100000 {
+		req.Limit = 100000
+	}
+	ti, err := c.Table(ctx, req.Table)
+	if err != nil {
+		return Page{}, err
+	}
+	v, err := c.resolveVersion(ctx, req.Version)
+	if err != nil {
+		return Page{}, err
+	}
+	where := "destination = " + quote(req.Destination) + " AND " + c.membership(u64(v), req.Destination, req.Table)
+	if req.Cursor != "" {
+		after, err := cursorPredicate(ti, req.Cursor)
+		if err != nil {
+			return Page{}, err
+		}
+		where += " AND " + after
+	}
+	order := []string{"destination"}
+	for _, k := range ti.PrimaryKey {
+		order = append(order, ident(k))
+	}
+	q := c.resolution(ti, where) + " ORDER BY " + strings.Join(order, ", ") + " LIMIT " + strconv.Itoa(req.Limit+1) +
+		" SETTINGS optimize_aggregation_in_order = 1"
+	res, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)
+	}
+	page := Page{Version: v, Rows: make([]json.RawMessage, 0, min(len(res.Rows), req.Limit))}
+	rows := res.Rows
+	more := len(rows) > req.Limit
+	if more {
+		rows = rows[:req.Limit]
+	}
+	for _, r := range rows {
+		b, err := c.renderRow(ti, r, req.SystemColumns)
+		if err != nil {
+			return Page{}, fmt.Errorf("rendering %s of %s: %w", req.Table, req.Destination, err)
+		}
+		page.Rows = append(page.Rows, b)
+	}
+	if more {
+		last := rows[len(rows)-1]
+		page.Next = encodeCursor(last[1 : 1+len(ti.PrimaryKey)])
+	}
+	return page, nil
+}
+
+// renderRow renders one resolution row as the source row's to_jsonb.
+func (c *Catalog) renderRow(ti TableInfo, r []any, system bool) (json.RawMessage, error) {
+	nk := len(ti.PrimaryKey)
+	keyAt := map[string]int{}
+	for i, k := range ti.PrimaryKey {
+		keyAt[k] = 1 + i
+	}
+	b := make([]byte, 0, 256)
+	b = append(b, '{')
+	i := 0
+	first := true
+	var err error
+	for _, col := range ti.Columns {
+		var v any
+		if at, ok := keyAt[col.Name]; ok {
+			v = r[at]
+		} else {
+			v = r[1+nk+1+i]
+			i++
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendKey(b, col.Name)
+		if b, err = pgtypes.AppendJSON(b, col.Kind, v); err != nil {
+			return nil, fmt.Errorf("column %s: %w", col.Name, err)
+		}
+	}
+	if system {
+		// after the non-key columns: _op, _unch, _lsn, _seq, _ct, _store, _pack
+		s := r[1+nk+1+i:]
+		b = append(b, ',')
+		b = appendKey(b, proto.ColLSN)
+		b = strconv.AppendQuote(b, proto.LSN(asUint(s[2])).String())
+		b = append(b, ',')
+		b = appendKey(b, proto.ColSeq)
+		b = strconv.AppendUint(b, asUint(s[3]), 10)
+		b = append(b, ',')
+		b = appendKey(b, proto.ColOp)
+		b = strconv.AppendInt(b, asInt(s[0]), 10)
+		b = append(b, ',')
+		b = appendKey(b, proto.ColCommitTime)
+		if b, err = pgtypes.AppendJSON(b, proto.KindTimestampTZ, s[4]); err != nil {
+			return nil, fmt.Errorf("column %s: %w", proto.ColCommitTime, err)
+		}
+		b = append(b, ',')
+		b = appendKey(b, "_sluice_store_id")
+		b = strconv.AppendQuote(b, asString(s[5]))
+		b = append(b, ',')
+		b = appendKey(b, "_sluice_pack_id")
+		b = strconv.AppendQuote(b, asString(s[6]))
+	}
+	b = append(b, '}')
+	return b, nil
+}
+
+func appendKey(b []byte, k string) []byte {
+	kb, _ := json.Marshal(k)
+	b = append(b, kb...)
+	return append(b, ':')
+}
+
+// ---- keyset cursors ----
+
+type cursor struct {
+	Key []any `json:"k"`
+}
+
+func encodeCursor(key []any) string {
+	b, _ := json.Marshal(cursor{Key: key})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// cursorPredicate turns a cursor into "(key...) > (values...)".
+func cursorPredicate(ti TableInfo, s string) (string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadCursor, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var cur cursor
+	if err := dec.Decode(&cur); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadCursor, err)
+	}
+	if len(cur.Key) != len(ti.PrimaryKey) {
+		return "", fmt.Errorf("%w: %d key values for a %d-column primary key", ErrBadCursor, len(cur.Key), len(ti.PrimaryKey))
+	}
+	cols := make([]string, len(ti.PrimaryKey))
+	vals := make([]string, len(ti.PrimaryKey))
+	for i, k := range ti.PrimaryKey {
+		col, _ := ti.Column(k)
+		lit, err := literal(col.Kind, cur.Key[i])
+		if err != nil {
+			return "", fmt.Errorf("%w: column %s: %v", ErrBadCursor, k, err)
+		}
+		cols[i] = ident(k)
+		vals[i] = lit
+	}
+	return "(" + strings.Join(cols, ", ") + ") > (" + strings.Join(vals, ", ") + ")", nil
+}
+
+// literal renders a cursor value as an SQL literal of the key column's
+// storage type.
+func literal(k proto.Kind, v any) (string, error) {
+	switch chScalar(k) {
+	case "Int16", "Int32", "Int64":
+		n, ok := v.(json.Number)
+		if !ok {
+			return "", fmt.Errorf("want an integer, got %T", v)
+		}
+		x, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil {
+			return "", err
+		}
+		return "toInt64(" + strconv.FormatInt(x, 10) + ")", nil
+	case "Float32", "Float64":
+		switch x := v.(type) {
+		case json.Number:
+			f, err := strconv.ParseFloat(string(x), 64)
+			if err != nil {
+				return "", err
+			}
+			return "toFloat64(" + strconv.FormatFloat(f, 'g', -1, 64) + ")", nil
+		case string: // NaN, Inf
+			f, err := strconv.ParseFloat(x, 64)
+			if err != nil {
+				return "", err
+			}
+			return "toFloat64(" + quote(strconv.FormatFloat(f, 'g', -1, 64)) + ")", nil
+		}
+		return "", fmt.Errorf("want a number, got %T", v)
+	case "Bool":
+		b, ok := v.(bool)
+		if !ok {
+			return "", fmt.Errorf("want a boolean, got %T", v)
+		}
+		return strconv.FormatBool(b), nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("want a string, got %T", v)
+	}
+	return quote(s), nil
+}

@@ -1,0 +1,587 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// SchemaVersion is the catalog schema this build creates and reads. A
+// catalog stamped with any other version is refused, never migrated.
+const SchemaVersion = 1
+
+// Options configure a Catalog.
+type Options struct {
+	// Prefix names every catalog object (config catalog.prefix); default "sluice".
+	Prefix string
+	Log    *slog.Logger
+}
+
+// Catalog is the schema owner and the index, publish and read API over one
+// Conn. It is safe for concurrent use.
+type Catalog struct {
+	conn Conn
+	n    names
+	log  *slog.Logger
+
+	mu     sync.Mutex // guards tables
+	tables map[string]*tableState
+
+	// test knobs (unexported): noFence removes the lease fence and the
+	// version barrier from the publishing statements (negative control);
+	// beforeStatements runs between the lease renewal and the publishing
+	// statements (the wedge test).
+	noFence          bool
+	beforeStatements func()
+}
+
+// tableState is what this process knows of a registered table.
+type tableState struct {
+	info    TableInfo
+	fps     map[string]bool // registered schema fingerprints
+	columns map[string]proto.Kind
+}
+
+// New returns a Catalog over conn. Call EnsureSchema before anything else.
+func New(conn Conn, opts Options) *Catalog {
+	if opts.Prefix == "" {
+		opts.Prefix = "sluice"
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Catalog{conn: conn, n: names{prefix: opts.Prefix}, log: opts.Log, tables: map[string]*tableState{}}
+}
+
+// Conn returns the connection the catalog runs on.
+func (c *Catalog) Conn() Conn { return c.conn }
+
+// Prefix returns the object name prefix.
+func (c *Catalog) Prefix() string { return c.n.prefix }
+
+// Column is one source column of a captured table.
+type Column struct {
+	Name   string     `json:"name"`
+	Kind   proto.Kind `json:"kind"`
+	PgType string     `json:"pg_type"`
+}
+
+// TableInfo is what the read path needs to render a table: its columns in
+// source order (of the latest registered schema), kinds and Postgres types,
+// and its primary key.
+type TableInfo struct {
+	Name        string   `json:"table"`
+	Columns     []Column `json:"columns"`
+	PrimaryKey  []string `json:"primary_key"`
+	Routing     string   `json:"routing,omitempty"`
+	Fingerprint string   `json:"fingerprint"`
+}
+
+// Column returns the column called name.
+func (t TableInfo) Column(name string) (Column, bool) {
+	for _, c := range t.Columns {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Column{}, false
+}
+
+// TableInfoFromSchema derives a table's catalog description from a batch or
+// pack schema: every non-system field with its sluice.kind and
+// sluice.pgtype metadata, and the sluice.primary_key schema metadata.
+func TableInfoFromSchema(table string, s *arrow.Schema, fingerprint string) (TableInfo, error) {
+	if err := proto.ValidateTable(table); err != nil {
+		return TableInfo{}, fmt.Errorf("%w: %v", ErrBadSchema, err)
+	}
+	ti := TableInfo{Name: table, Fingerprint: fingerprint}
+	md := s.Metadata()
+	if pk, ok := md.GetValue(proto.MetaPrimaryKey); ok && pk != "" {
+		ti.PrimaryKey = strings.Split(pk, ",")
+	}
+	if r, ok := md.GetValue(proto.MetaRouting); ok {
+		ti.Routing = r
+	}
+	for _, f := range s.Fields() {
+		if proto.IsSystemColumn(f.Name) {
+			continue
+		}
+		k, err := proto.FieldKind(f)
+		if err != nil {
+			return TableInfo{}, fmt.Errorf("%w: table %s: %v", ErrBadSchema, table, err)
+		}
+		pg, _ := f.Metadata.GetValue(proto.MetaPgType)
+		ti.Columns = append(ti.Columns, Column{Name: f.Name, Kind: k, PgType: pg})
+	}
+	if len(ti.PrimaryKey) == 0 {
+		return TableInfo{}, fmt.Errorf("%w: table %s has no primary key (schema metadata %s)", ErrBadSchema, table, proto.MetaPrimaryKey)
+	}
+	for _, k := range ti.PrimaryKey {
+		c, ok := ti.Column(k)
+		if !ok {
+			return TableInfo{}, fmt.Errorf("%w: table %s: primary key column %q is not a column", ErrBadSchema, table, k)
+		}
+		if _, isArr := c.Kind.Elem(); isArr {
+			return TableInfo{}, fmt.Errorf("%w: table %s: primary key column %q is an array", ErrBadSchema, table, k)
+		}
+	}
+	for _, sys := range []string{proto.ColOp, proto.ColLSN, proto.ColSeq} {
+		if len(s.FieldIndices(sys)) != 1 {
+			return TableInfo{}, fmt.Errorf("%w: table %s: rows lack system column %s", ErrBadSchema, table, sys)
+		}
+	}
+	return ti, nil
+}
+
+func (t TableInfo) isKey(col string) bool { return slices.Contains(t.PrimaryKey, col) }
+
+// ---- schema creation and refusal ----
+
+type object struct {
+	name, engine string
+	rows         uint64
+}
+
+func (c *Catalog) objects(ctx context.Context) (map[string]object, error) {
+	res, err := c.conn.Query(ctx, "SELECT name, engine, ifNull(total_rows, 0) FROM system.tables WHERE database = currentDatabase() AND startsWith(name, "+quote(c.n.prefix+"_")+")")
+	if err != nil {
+		return nil, fmt.Errorf("listing catalog objects: %w", err)
+	}
+	out := map[string]object{}
+	for _, r := range res.Rows {
+		o := object{name: asString(r[0]), engine: asString(r[1]), rows: asUint(r[2])}
+		out[o.name] = o
+	}
+	return out, nil
+}
+
+func (c *Catalog) rebuildHint() string {
+	return fmt.Sprintf("The catalog is a projection of the pack store and is never migrated in place. "+
+		"Rebuild it: stop every indexer and publisher, then run `sluice catalog rebuild` "+
+		"(it drops every %s_* object and re-indexes every pack from the pack store), "+
+		"or drop every table and view named %s_* yourself and start the indexer, whose reconciler re-indexes the pack store; "+
+		"then restart the publisher.", c.n.prefix, c.n.prefix)
+}
+
+func (c *Catalog) refuse(format string, args ...any) error {
+	return fmt.Errorf("%w: %s. %s", ErrSchemaRefused, fmt.Sprintf(format, args...), c.rebuildHint())
+}
+
+// EnsureSchema checks the catalog and creates what is missing. It refuses,
+// before any DDL, a catalog stamped with a version this build does not read,
+// an unstamped catalog that holds data, a stamped one that lacks a table,
+// and one whose inventory has lost its membership or its rows. The stamp is
+// written last, so a stamp means every object exists.
+func (c *Catalog) EnsureSchema(ctx context.Context) error {
+	objs, err := c.objects(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.check(ctx, objs); err != nil {
+		return err
+	}
+	return c.create(ctx)
+}
+
+func (c *Catalog) check(ctx context.Context, objs map[string]object) error {
+	if len(objs) == 0 {
+		return nil // fresh
+	}
+	var found []string
+	var holding int
+	for name, o := range objs {
+		found = append(found, name)
+		if o.rows > 0 {
+			holding++
+		}
+	}
+	sort.Strings(found)
+	_, hasStamp := objs[c.n.stamp()]
+	var versions []uint64
+	if hasStamp {
+		res, err := c.conn.Query(ctx, "SELECT DISTINCT version FROM "+ident(c.n.stamp())+" ORDER BY version")
+		if err != nil {
+			return fmt.Errorf("reading schema stamp: %w", err)
+		}
+		for _, r := range res.Rows {
+			versions = append(versions, asUint(r[0]))
+		}
+	}
+	if len(versions) == 0 {
+		if holding == 0 {
+			// An install of this build that stopped before stamping, over
+			// empty tables: re-running the idempotent DDL is the repair.
+			return nil
+		}
+		return c.refuse("catalog with prefix %q carries no schema stamp (%s is %s) but is not empty: found %s, %d of them holding rows; this build creates and reads schema version %d",
+			c.n.prefix, c.n.stamp(), map[bool]string{true: "empty", false: "absent"}[hasStamp], strings.Join(found, ", "), holding, SchemaVersion)
+	}
+	if len(versions) != 1 || versions[0] != SchemaVersion {
+		return c.refuse("catalog with prefix %q is stamped with schema version %v; this build reads only version %d", c.n.prefix, versions, SchemaVersion)
+	}
+	var missing []string
+	for _, t := range c.n.fixedTables() {
+		if _, ok := objs[t]; !ok {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return c.refuse("catalog with prefix %q is stamped version %d but lacks %s", c.n.prefix, SchemaVersion, strings.Join(missing, ", "))
+	}
+	// Every registered table's rows table must exist.
+	res, err := c.conn.Query(ctx, "SELECT DISTINCT table FROM "+ident(c.n.tables())+" ORDER BY table")
+	if err != nil {
+		return fmt.Errorf("reading table registry: %w", err)
+	}
+	for _, r := range res.Rows {
+		t := asString(r[0])
+		if _, ok := objs[c.n.rows(t)]; !ok {
+			missing = append(missing, c.n.rows(t))
+		}
+	}
+	if len(missing) > 0 {
+		return c.refuse("catalog with prefix %q registers tables whose rows tables are missing: %s", c.n.prefix, strings.Join(missing, ", "))
+	}
+	// Inventory without membership: snapshots were published and packs
+	// indexed, yet no manifest row pairs with any watermark row. Reads
+	// pinned at those snapshots would silently become empty.
+	res, err = c.conn.Query(ctx, fmt.Sprintf(
+		"SELECT (SELECT count() FROM %s), (SELECT count() FROM %s), (SELECT count() FROM %s WHERE (version, publish_id) IN (SELECT version, publish_id FROM %s))",
+		ident(c.n.packs()), ident(c.n.watermark()), ident(c.n.manifest()), ident(c.n.watermark())))
+	if err != nil {
+		return fmt.Errorf("checking membership: %w", err)
+	}
+	inv, wm, members := asUint(res.Rows[0][0]), asUint(res.Rows[0][1]), asUint(res.Rows[0][2])
+	if inv > 0 && wm > 0 && members == 0 {
+		return c.refuse("catalog with prefix %q has an inventory without membership: %d inventory rows and %d published snapshots, but no manifest row of %s pairs with a watermark row",
+			c.n.prefix, inv, wm, c.n.manifest())
+	}
+	// Inventory without rows: the indexer skips packs in the inventory, so
+	// an inventory that outlived its rows tables would hide those packs
+	// forever.
+	res, err = c.conn.Query(ctx, "SELECT table, count() FROM "+ident(c.n.packs())+" FINAL WHERE rows > 0 GROUP BY table ORDER BY table")
+	if err != nil {
+		return fmt.Errorf("checking inventory: %w", err)
+	}
+	var empty []string
+	for _, r := range res.Rows {
+		t := asString(r[0])
+		o, ok := objs[c.n.rows(t)]
+		if !ok || o.rows == 0 {
+			empty = append(empty, fmt.Sprintf("%s (%d packs in the inventory)", c.n.rows(t), asUint(r[1])))
+		}
+	}
+	if len(empty) > 0 {
+		return c.refuse("catalog with prefix %q has an inventory without rows: %s hold no rows", c.n.prefix, strings.Join(empty, ", "))
+	}
+	return nil
+}
+
+func (c *Catalog) create(ctx context.Context) error {
+	n := c.n
+	ddl := []string{
+		"CREATE TABLE IF NOT EXISTS " + ident(n.stamp()) + " (version UInt32, stamped_at Int64) ENGINE = MergeTree ORDER BY version",
+		"CREATE TABLE IF NOT EXISTS " + ident(n.tables()) + ` (
+			table String, fingerprint String, columns String, primary_key Array(String), routing String,
+			registered_at Int64) ENGINE = ReplacingMergeTree ORDER BY (table, fingerprint)`,
+		"CREATE TABLE IF NOT EXISTS " + ident(n.packs()) + ` (
+			store_id String, pack_id String, destination String, table String, path String, fingerprint String,
+			first_lsn UInt64, first_seq UInt64, last_lsn UInt64, last_seq UInt64,
+			rows Int64, tombstones Int64, bytes Int64, indexed_at Int64)
+			ENGINE = ReplacingMergeTree ORDER BY (store_id, pack_id)`,
+		"CREATE TABLE IF NOT EXISTS " + ident(n.manifest()) + ` (
+			version UInt64, publish_id String, store_id String, pack_id String, destination String, table String)
+			ENGINE = MergeTree ORDER BY (version, publish_id, store_id, pack_id)`,
+		"CREATE TABLE IF NOT EXISTS " + ident(n.watermark()) + ` (
+			version UInt64, publish_id String, published_at Int64, through_lsn UInt64, new_packs UInt64,
+			lease_id String, holder String) ENGINE = MergeTree ORDER BY (version, publish_id)`,
+		"CREATE TABLE IF NOT EXISTS " + ident(n.claims()) + ` (
+			version UInt64, claim_id String, claimed_at Int64) ENGINE = MergeTree ORDER BY (version, claim_id)`,
+		"CREATE TABLE IF NOT EXISTS " + ident(n.lease()) + ` (
+			term UInt64, lease_id String, holder String, acquired_at Int64, expires_at Int64)
+			ENGINE = MergeTree ORDER BY (term, lease_id)`,
+		"CREATE OR REPLACE VIEW " + ident(n.snapshots()) + " AS " + c.snapshotsSQL(),
+	}
+	for _, q := range ddl {
+		if err := c.conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("creating catalog schema: %w", err)
+		}
+	}
+	if err := c.loadTables(ctx, true); err != nil {
+		return err
+	}
+	// The stamp, last and conditional: two starting replicas may both write
+	// it; they write the same row.
+	q := fmt.Sprintf("INSERT INTO %s (version, stamped_at) SELECT %d, toUnixTimestamp64Micro(now64(6)) WHERE (SELECT count() FROM %s) = 0",
+		ident(n.stamp()), SchemaVersion, ident(n.stamp()))
+	if err := c.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("stamping catalog schema: %w", err)
+	}
+	return nil
+}
+
+func (c *Catalog) snapshotsSQL() string {
+	n := c.n
+	return fmt.Sprintf(`SELECT w.version AS version, w.publish_id AS publish_id, w.published_at AS published_at_us,
+		w.through_lsn AS through_lsn, w.new_packs AS new_packs,
+		(SELECT count() FROM %s AS m WHERE (m.version, m.publish_id) IN (SELECT version, publish_id FROM %s) AND m.version <= w.version) AS packs
+		FROM %s AS w ORDER BY w.version`, ident(n.manifest()), ident(n.watermark()), ident(n.watermark()))
+}
+
+// Drop removes every object of the catalog's prefix (views first). It is the
+// first half of Rebuild.
+func (c *Catalog) Drop(ctx context.Context) error {
+	objs, err := c.objects(ctx)
+	if err != nil {
+		return err
+	}
+	var views, tables []string
+	for name, o := range objs {
+		if o.engine == "View" || o.engine == "MaterializedView" {
+			views = append(views, name)
+		} else {
+			tables = append(tables, name)
+		}
+	}
+	sort.Strings(views)
+	sort.Strings(tables)
+	for _, v := range views {
+		if err := c.conn.Exec(ctx, "DROP VIEW IF EXISTS "+ident(v)); err != nil {
+			return fmt.Errorf("dropping %s: %w", v, err)
+		}
+	}
+	for _, t := range tables {
+		if err := c.conn.Exec(ctx, "DROP TABLE IF EXISTS "+ident(t)+" SYNC"); err != nil {
+			return fmt.Errorf("dropping %s: %w", t, err)
+		}
+	}
+	c.mu.Lock()
+	c.tables = map[string]*tableState{}
+	c.mu.Unlock()
+	return nil
+}
+
+// ---- table registry ----
+
+// loadTables reads the registry into memory. With create, it also makes
+// sure every registered table's latest view exists.
+func (c *Catalog) loadTables(ctx context.Context, create bool) error {
+	res, err := c.conn.Query(ctx, "SELECT table, fingerprint, columns, primary_key, routing, registered_at FROM "+ident(c.n.tables())+" FINAL ORDER BY table, registered_at, fingerprint")
+	if err != nil {
+		return fmt.Errorf("reading table registry: %w", err)
+	}
+	loaded := map[string]*tableState{}
+	for _, r := range res.Rows {
+		var cols []Column
+		if err := json.Unmarshal([]byte(asString(r[2])), &cols); err != nil {
+			return fmt.Errorf("reading table registry: table %s: %w", asString(r[0]), err)
+		}
+		ti := TableInfo{Name: asString(r[0]), Fingerprint: asString(r[1]), Columns: cols, PrimaryKey: asStrings(r[3]), Routing: asString(r[4])}
+		st := loaded[ti.Name]
+		if st == nil {
+			st = &tableState{fps: map[string]bool{}, columns: map[string]proto.Kind{}}
+			loaded[ti.Name] = st
+		}
+		st.info = ti // the latest registration wins
+		st.fps[ti.Fingerprint] = true
+		for _, col := range cols {
+			st.columns[col.Name] = col.Kind
+		}
+	}
+	c.mu.Lock()
+	c.tables = loaded
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Catalog) tableState(ctx context.Context, table string) (*tableState, error) {
+	c.mu.Lock()
+	st := c.tables[table]
+	c.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	if err := c.loadTables(ctx, false); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	st = c.tables[table]
+	c.mu.Unlock()
+	if st == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTable, table)
+	}
+	return st, nil
+}
+
+// Register makes sure the rows table for ti exists with every column of ti
+// (a new column becomes ADD COLUMN), records ti's fingerprint in the
+// registry and refreshes the table's latest view. It is idempotent and
+// cheap for a fingerprint already registered.
+func (c *Catalog) Register(ctx context.Context, ti TableInfo) error {
+	c.mu.Lock()
+	st := c.tables[ti.Name]
+	if st != nil && st.fps[ti.Fingerprint] {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	if st != nil {
+		if !slices.Equal(st.info.PrimaryKey, ti.PrimaryKey) {
+			return fmt.Errorf("%w: table %s: primary key changed from %v to %v", ErrBadSchema, ti.Name, st.info.PrimaryKey, ti.PrimaryKey)
+		}
+		for _, col := range ti.Columns {
+			if k, ok := st.columns[col.Name]; ok && k != col.Kind {
+				return fmt.Errorf("%w: table %s: column %s changed kind from %s to %s", ErrBadSchema, ti.Name, col.Name, k, col.Kind)
+			}
+		}
+	}
+	rt := ident(c.n.rows(ti.Name))
+	var cols []string
+	cols = append(cols, "destination LowCardinality(String)")
+	for _, col := range ti.Columns {
+		cols = append(cols, ident(col.Name)+" "+chStorage(col.Kind, ti.isKey(col.Name)))
+	}
+	cols = append(cols,
+		ident(proto.ColLSN)+" UInt64", ident(proto.ColSeq)+" UInt64", ident(proto.ColOp)+" Int8",
+		ident(proto.ColUnchanged)+" Array(String)", ident(proto.ColCommitTime)+" Nullable(Int64)",
+		"store_id LowCardinality(String)", "pack_id String")
+	order := []string{"destination"}
+	for _, k := range ti.PrimaryKey {
+		order = append(order, ident(k))
+	}
+	order = append(order, "store_id", "pack_id", ident(proto.ColLSN), ident(proto.ColSeq))
+	create := "CREATE TABLE IF NOT EXISTS " + rt + " (" + strings.Join(cols, ", ") + ") ENGINE = ReplacingMergeTree ORDER BY (" + strings.Join(order, ", ") + ")"
+	if err := c.conn.Exec(ctx, create); err != nil {
+		return fmt.Errorf("creating rows table for %s: %w", ti.Name, err)
+	}
+	// Columns added at the source since the table was created.
+	res, err := c.conn.Query(ctx, "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = "+quote(c.n.rows(ti.Name)))
+	if err != nil {
+		return fmt.Errorf("reading columns of %s: %w", c.n.rows(ti.Name), err)
+	}
+	have := map[string]string{}
+	for _, r := range res.Rows {
+		have[asString(r[0])] = asString(r[1])
+	}
+	for _, col := range ti.Columns {
+		want := chStorage(col.Kind, ti.isKey(col.Name))
+		got, ok := have[col.Name]
+		if !ok {
+			if err := c.conn.Exec(ctx, "ALTER TABLE "+rt+" ADD COLUMN IF NOT EXISTS "+ident(col.Name)+" "+want); err != nil {
+				return fmt.Errorf("adding column %s to %s: %w", col.Name, c.n.rows(ti.Name), err)
+			}
+			continue
+		}
+		if got != want && !(ti.isKey(col.Name) && got == "Nullable("+want+")") {
+			return fmt.Errorf("%w: table %s: column %s is %s in the catalog, the pack needs %s", ErrBadSchema, ti.Name, col.Name, got, want)
+		}
+	}
+	colsJSON, err := json.Marshal(ti.Columns)
+	if err != nil {
+		return fmt.Errorf("registering %s: %w", ti.Name, err)
+	}
+	pk := make([]string, len(ti.PrimaryKey))
+	for i, k := range ti.PrimaryKey {
+		pk[i] = quote(k)
+	}
+	ins := fmt.Sprintf("INSERT INTO %s (table, fingerprint, columns, primary_key, routing, registered_at) SELECT %s, %s, %s, [%s], %s, toUnixTimestamp64Micro(now64(6)) WHERE (SELECT count() FROM %s WHERE table = %s AND fingerprint = %s) = 0",
+		ident(c.n.tables()), quote(ti.Name), quote(ti.Fingerprint), quote(string(colsJSON)), strings.Join(pk, ", "), quote(ti.Routing),
+		ident(c.n.tables()), quote(ti.Name), quote(ti.Fingerprint))
+	if err := c.conn.Exec(ctx, ins); err != nil {
+		return fmt.Errorf("registering %s: %w", ti.Name, err)
+	}
+	if err := c.loadTables(ctx, false); err != nil {
+		return err
+	}
+	st, err = c.tableState(ctx, ti.Name)
+	if err != nil {
+		return err
+	}
+	if err := c.conn.Exec(ctx, "CREATE OR REPLACE VIEW "+ident(c.n.latest(ti.Name))+" AS "+c.latestViewSQL(st.info)); err != nil {
+		return fmt.Errorf("creating latest view of %s: %w", ti.Name, err)
+	}
+	return nil
+}
+
+// Tables lists every captured table the catalog holds.
+func (c *Catalog) Tables(ctx context.Context) ([]TableInfo, error) {
+	if err := c.loadTables(ctx, false); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]TableInfo, 0, len(c.tables))
+	for _, st := range c.tables {
+		out = append(out, st.info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Table returns one captured table's description.
+func (c *Catalog) Table(ctx context.Context, table string) (TableInfo, error) {
+	st, err := c.tableState(ctx, table)
+	if err != nil {
+		return TableInfo{}, err
+	}
+	return st.info, nil
+}
+
+// ---- value helpers over normalized Result values ----
+
+func asString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func asUint(v any) uint64 {
+	switch x := v.(type) {
+	case uint64:
+		return x
+	case int64:
+		return uint64(x)
+	case float64:
+		return uint64(x)
+	}
+	return 0
+}
+
+func asInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case uint64:
+		return int64(x)
+	case float64:
+		return int64(x)
+	}
+	return 0
+}
+
+func asStrings(v any) []string {
+	arr, _ := v.([]any)
+	out := make([]string, 0, len(arr))
+	for _, a := range arr {
+		out = append(out, asString(a))
+	}
+	return out
+}
+
+var errNoRows = errors.New("query returned no rows")

@@ -1,0 +1,167 @@
+package catalog
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// quote renders s as a ClickHouse single-quoted string literal.
+func quote(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('\'')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\'':
+			b.WriteString(`\'`)
+		case 0:
+			b.WriteString(`\0`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// ident renders name as a backquoted ClickHouse identifier.
+func ident(name string) string {
+	return "`" + strings.NewReplacer("\\", "\\\\", "`", "\\`").Replace(name) + "`"
+}
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+func i64(v int64) string  { return strconv.FormatInt(v, 10) }
+
+// names are the catalog's object names for one prefix.
+type names struct {
+	prefix string
+}
+
+func (n names) stamp() string     { return n.prefix + "_schema_version" }
+func (n names) tables() string    { return n.prefix + "_tables" }
+func (n names) packs() string     { return n.prefix + "_packs" }
+func (n names) manifest() string  { return n.prefix + "_manifest" }
+func (n names) watermark() string { return n.prefix + "_watermark" }
+func (n names) claims() string    { return n.prefix + "_version_claims" }
+func (n names) lease() string     { return n.prefix + "_publisher_lease" }
+func (n names) snapshots() string { return n.prefix + "_snapshots" }
+
+// rows is the rows table of a captured table (schema.table).
+func (n names) rows(table string) string { return n.prefix + "_rows." + table }
+
+// latest is the view of a captured table as of the latest snapshot.
+func (n names) latest(table string) string { return n.prefix + "_latest." + table }
+
+// fixedTables are the tables every catalog of this schema version holds,
+// in creation order (the stamp is created first but written last).
+func (n names) fixedTables() []string {
+	return []string{n.stamp(), n.tables(), n.packs(), n.manifest(), n.watermark(), n.claims(), n.lease()}
+}
+
+// chScalar is the catalog storage type of a scalar kind.
+func chScalar(k proto.Kind) string {
+	switch k {
+	case proto.KindInt16:
+		return "Int16"
+	case proto.KindInt32:
+		return "Int32"
+	case proto.KindInt64, proto.KindTimestamp, proto.KindTimestampTZ:
+		return "Int64"
+	case proto.KindDate:
+		return "Int32"
+	case proto.KindFloat32:
+		return "Float32"
+	case proto.KindFloat64:
+		return "Float64"
+	case proto.KindBool:
+		return "Bool"
+	}
+	return "String"
+}
+
+// chStorage is the rows-table column type of a kind.
+func chStorage(k proto.Kind, key bool) string {
+	if e, ok := k.Elem(); ok {
+		return "Array(Nullable(" + chScalar(e) + "))"
+	}
+	if key {
+		return chScalar(k)
+	}
+	return "Nullable(" + chScalar(k) + ")"
+}
+
+// chReadScalar is how a pack column of a scalar kind is read from the Arrow
+// file (the file() structure argument).
+func chReadScalar(k proto.Kind) string {
+	switch k {
+	case proto.KindTimestamp, proto.KindTimestampTZ:
+		return "DateTime64(6, 'UTC')"
+	}
+	return chScalar(k)
+}
+
+func chRead(k proto.Kind, nullable bool) string {
+	if e, ok := k.Elem(); ok {
+		return "Array(Nullable(" + chReadScalar(e) + "))"
+	}
+	if nullable {
+		return "Nullable(" + chReadScalar(k) + ")"
+	}
+	return chReadScalar(k)
+}
+
+// selectExpr converts a pack column as read into its storage form.
+func selectExpr(col string, k proto.Kind, nullable, key bool) string {
+	c := ident(col)
+	if e, ok := k.Elem(); ok {
+		if e == proto.KindTimestamp || e == proto.KindTimestampTZ {
+			return "arrayMap(x -> toUnixTimestamp64Micro(x), " + c + ")"
+		}
+		return c
+	}
+	if key && nullable {
+		c = "assumeNotNull(" + c + ")"
+	}
+	if k == proto.KindTimestamp || k == proto.KindTimestampTZ {
+		return "toUnixTimestamp64Micro(" + c + ")"
+	}
+	return c
+}
+
+// toastable reports whether Postgres may store a value of this kind out of
+// line (TOAST), so that an UPDATE can leave it "unchanged". Fixed-width
+// types never are.
+func toastable(k proto.Kind) bool {
+	if _, ok := k.Elem(); ok {
+		return true
+	}
+	switch k {
+	case proto.KindInt16, proto.KindInt32, proto.KindInt64, proto.KindFloat32, proto.KindFloat64,
+		proto.KindBool, proto.KindTimestamp, proto.KindTimestampTZ, proto.KindDate, proto.KindUUID:
+		return false
+	}
+	return true
+}
+
+// withStructure appends a structure argument to a table function call that
+// ends with its format argument, e.g. file('/p', 'Arrow') -> file('/p',
+// 'Arrow', 'a Int64, ...'). Store.TableFunction implementations must end
+// with the format so that this holds for file(), s3() and url().
+func withStructure(tf, structure string) (string, error) {
+	tf = strings.TrimSpace(tf)
+	if !strings.HasSuffix(tf, ")") {
+		return "", fmt.Errorf("table function %q does not end with ')'", tf)
+	}
+	return tf[:len(tf)-1] + ", " + quote(structure) + ")", nil
+}

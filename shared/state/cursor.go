@@ -1,0 +1,200 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// Cursor is one destination's persisted cursor: every change of the
+// destination at or before Position is durably in packs.
+type Cursor struct {
+	Destination string
+	Partition   int
+	Position    proto.Position
+	Term        int64 // term of the lease that wrote it
+	UpdatedAt   time.Time
+}
+
+// Cursors reads and advances destination cursors.
+type Cursors struct {
+	pool                    *pgxpool.Pool
+	schema                  string
+	qAdvance, qFence, qLoad string
+	qGet, qAll              string
+	// Negative-control knobs, only ever set by this package's tests (through
+	// withoutSafety, or directly): the fence, the monotonic guard, or the
+	// fence's FOR SHARE lock switched off.
+	noFence, noMonotonic, noShareLock bool
+}
+
+// NewCursors returns the cursors of the state schema (DefaultSchema when
+// empty). Migrate must have run.
+func NewCursors(pool *pgxpool.Pool, schema string) *Cursors {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	c := &Cursors{pool: pool, schema: schema}
+	c.build()
+	return c
+}
+
+// withoutSafety returns a copy of c with the fence and/or the monotonic guard
+// switched off: the negative controls of this package's tests.
+func (c *Cursors) withoutSafety(noFence, noMonotonic bool) *Cursors {
+	n := &Cursors{pool: c.pool, schema: c.schema, noFence: noFence, noMonotonic: noMonotonic}
+	n.build()
+	return n
+}
+
+func (c *Cursors) build() {
+	schema := c.schema
+	lt := pgx.Identifier{schema, "leases"}.Sanitize()
+	ct := pgx.Identifier{schema, "cursors"}.Sanitize()
+	// The fence: the caller's lease row, live by the server clock, locked
+	// FOR SHARE until the statement's transaction ends, so a takeover (which
+	// updates that row) waits for this write, and a write that waited behind
+	// a takeover re-checks the row and finds the new term.
+	fence := `SELECT 1 FROM ` + lt + ` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now() FOR SHARE`
+	if c.noShareLock {
+		fence = strings.TrimSuffix(fence, " FOR SHARE")
+	}
+	if c.noFence {
+		fence = `SELECT 1 WHERE $1::text IS NOT NULL AND $2::text IS NOT NULL AND $3::bigint IS NOT NULL`
+	}
+	// The monotonic guard: a stale write never moves a cursor back.
+	guard := ` WHERE (c.lsn, c.seq) <= (EXCLUDED.lsn, EXCLUDED.seq)`
+	if c.noMonotonic {
+		guard = ``
+	}
+	c.qAdvance = `WITH fence AS (` + fence + `)
+		INSERT INTO ` + ct + ` AS c (destination, partition, lsn, seq, term, updated_at)
+		SELECT $4, $5, $6, $7, $3, now() FROM fence
+		ON CONFLICT (destination) DO UPDATE SET partition = EXCLUDED.partition,
+			lsn = EXCLUDED.lsn, seq = EXCLUDED.seq, term = EXCLUDED.term, updated_at = EXCLUDED.updated_at` + guard + `
+		RETURNING true`
+	c.qFence = `SELECT EXISTS (SELECT 1 FROM ` + lt + ` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`
+	c.qLoad = `SELECT destination, lsn, seq FROM ` + ct + ` WHERE partition = $1`
+	c.qGet = `SELECT lsn, seq FROM ` + ct + ` WHERE destination = $1`
+	c.qAll = `SELECT destination, partition, lsn, seq, term, updated_at FROM ` + ct + ` ORDER BY destination`
+}
+
+// Advance moves destination's cursor to pos, in one statement fenced by
+// lease l and guarded to be monotonic. It returns:
+//   - (true, nil) when the cursor is now at pos;
+//   - (false, nil) when the cursor is already past pos (a stale write; the
+//     cursor did not move);
+//   - ErrLeaseLost when l is not live (expired by the server clock, or taken
+//     over): nothing was written, and the caller must stop flushing the
+//     partition.
+func (c *Cursors) Advance(ctx context.Context, l Lease, destination string, partition int, pos proto.Position) (bool, error) {
+	ctx, span := tracer.Start(ctx, "state.cursor.advance", trace.WithAttributes(
+		attribute.String("sluice.destination", destination),
+		attribute.String("sluice.position", pos.String()),
+		attribute.Int64("sluice.lease.term", l.Term)))
+	defer span.End()
+	if err := proto.ValidateDestination(destination); err != nil {
+		return false, fmt.Errorf("advancing cursor: %w: %v", ErrBadArgument, err)
+	}
+	if partition < 0 || l.Name == "" {
+		return false, fmt.Errorf("advancing cursor %s: %w: partition %d, lease %q", destination, ErrBadArgument, partition, l.Name)
+	}
+	if uint64(pos.LSN) > math.MaxInt64 || pos.Seq > math.MaxInt64 {
+		return false, fmt.Errorf("advancing cursor %s to %s: %w", destination, pos, ErrPositionRange)
+	}
+	return c.advance(ctx, c.pool, l, destination, partition, pos)
+}
+
+// querier is what advance needs: a pool, or a transaction in tests that hold
+// an Advance open to race a takeover against it.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (c *Cursors) advance(ctx context.Context, q querier, l Lease, destination string, partition int, pos proto.Position) (bool, error) {
+	span := trace.SpanFromContext(ctx)
+	var ok bool
+	err := q.QueryRow(ctx, c.qAdvance, l.Name, l.Holder, l.Term,
+		destination, partition, int64(pos.LSN), int64(pos.Seq)).Scan(&ok)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		span.RecordError(err)
+		return false, fmt.Errorf("advancing cursor %s to %s: %w", destination, pos, err)
+	}
+	// No row: either the fence failed or the guard refused a stale write.
+	var live bool
+	if err := q.QueryRow(ctx, c.qFence, l.Name, l.Holder, l.Term).Scan(&live); err != nil {
+		return false, fmt.Errorf("checking lease %s after a refused cursor write: %w", l.Name, err)
+	}
+	if !live && !c.noFence {
+		return false, fmt.Errorf("advancing cursor %s to %s under lease %s term %d: %w", destination, pos, l.Name, l.Term, ErrLeaseLost)
+	}
+	span.SetAttributes(attribute.Bool("sluice.cursor.stale", true))
+	return false, nil
+}
+
+// Get returns destination's cursor, and false when it has none yet.
+func (c *Cursors) Get(ctx context.Context, destination string) (proto.Position, bool, error) {
+	var lsn, seq int64
+	err := c.pool.QueryRow(ctx, c.qGet, destination).Scan(&lsn, &seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return proto.Position{}, false, nil
+	}
+	if err != nil {
+		return proto.Position{}, false, fmt.Errorf("reading cursor %s: %w", destination, err)
+	}
+	return proto.Position{LSN: proto.LSN(lsn), Seq: uint64(seq)}, true, nil
+}
+
+// Load returns the cursor of every destination of partition.
+func (c *Cursors) Load(ctx context.Context, partition int) (map[string]proto.Position, error) {
+	rows, err := c.pool.Query(ctx, c.qLoad, partition)
+	if err != nil {
+		return nil, fmt.Errorf("loading cursors of partition %d: %w", partition, err)
+	}
+	defer rows.Close()
+	out := make(map[string]proto.Position)
+	for rows.Next() {
+		var d string
+		var lsn, seq int64
+		if err := rows.Scan(&d, &lsn, &seq); err != nil {
+			return nil, fmt.Errorf("loading cursors of partition %d: %w", partition, err)
+		}
+		out[d] = proto.Position{LSN: proto.LSN(lsn), Seq: uint64(seq)}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("loading cursors of partition %d: %w", partition, err)
+	}
+	return out, nil
+}
+
+// All returns every cursor, ordered by destination, for status.
+func (c *Cursors) All(ctx context.Context) ([]Cursor, error) {
+	rows, err := c.pool.Query(ctx, c.qAll)
+	if err != nil {
+		return nil, fmt.Errorf("listing cursors: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Cursor, error) {
+		var cu Cursor
+		var lsn, seq int64
+		err := r.Scan(&cu.Destination, &cu.Partition, &lsn, &seq, &cu.Term, &cu.UpdatedAt)
+		cu.Position = proto.Position{LSN: proto.LSN(lsn), Seq: uint64(seq)}
+		return cu, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing cursors: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,117 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// SchemaVersion is the state schema version this build writes and reads.
+const SchemaVersion = 1
+
+// DefaultSchema is the schema used when config state.schema is empty.
+const DefaultSchema = "sluice"
+
+// Migrate creates the state schema and its tables if they do not exist. It
+// is idempotent and safe when several processes boot at once: migrations
+// serialize on a transaction-scoped advisory lock, and a concurrent CREATE
+// that still collides (unique_violation, duplicate schema or table) is
+// retried. It refuses a database whose schema is newer than SchemaVersion.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = migrate(ctx, pool, schema); err == nil || !concurrentDDL(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("migrating state schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+func concurrentDDL(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "23505", // unique_violation (pg_namespace / pg_type / pg_class names)
+		"42P06", // duplicate_schema
+		"42P07", // duplicate_table
+		"40P01": // deadlock_detected
+		return true
+	}
+	return false
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	s := pgx.Identifier{schema}.Sanitize()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('sluice.state.migrate:' || $1, 0))`, schema); err != nil {
+		return fmt.Errorf("taking the migration lock: %w", err)
+	}
+	steps := []string{
+		`CREATE SCHEMA IF NOT EXISTS ` + s,
+		`CREATE TABLE IF NOT EXISTS ` + s + `.schema_version (
+			id          int PRIMARY KEY DEFAULT 1 CHECK (id = 1),
+			version     int NOT NULL,
+			migrated_at timestamptz NOT NULL DEFAULT now())`,
+	}
+	for _, q := range steps {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	var have int
+	err = tx.QueryRow(ctx, `SELECT version FROM `+s+`.schema_version WHERE id = 1`).Scan(&have)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("reading schema_version: %w", err)
+	case have > SchemaVersion:
+		return fmt.Errorf("%w: %s.schema_version is %d, this build reads up to %d: upgrade sluice", ErrSchemaVersion, schema, have, SchemaVersion)
+	}
+	steps = []string{
+		`CREATE TABLE IF NOT EXISTS ` + s + `.leases (
+			name        text PRIMARY KEY,
+			holder      text NOT NULL,
+			term        bigint NOT NULL,
+			acquired_at timestamptz,
+			renewed_at  timestamptz,
+			expires_at  timestamptz NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + s + `.cursors (
+			destination text PRIMARY KEY,
+			partition   int NOT NULL,
+			lsn         bigint NOT NULL CHECK (lsn >= 0),
+			seq         bigint NOT NULL CHECK (seq >= 0),
+			term        bigint NOT NULL,
+			updated_at  timestamptz NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS cursors_partition_idx ON ` + s + `.cursors (partition)`,
+	}
+	for _, q := range steps {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s+`.schema_version AS v (id, version) VALUES (1, $1)
+		ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, migrated_at = now()
+		WHERE v.version < EXCLUDED.version`, SchemaVersion); err != nil {
+		return fmt.Errorf("writing schema_version: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}

@@ -1,2 +1,0 @@
-// Package test holds sluice's end-to-end and crash tests.
-package test
