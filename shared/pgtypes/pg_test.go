@@ -489,3 +489,51 @@ func TestTimestampOffsets(t *testing.T) {
 		}
 	}
 }
+
+func TestResolveEdges(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	conn := connect(t, dsn, sessionParams)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `
+CREATE DOMAIN intarr AS integer[];
+CREATE DOMAIN d2 AS intarr;
+CREATE TYPE pair AS (a int, b text);
+CREATE SCHEMA hidden;
+CREATE TYPE hidden.color AS ENUM ('red');
+CREATE TABLE edge (a intarr, b d2, c intarr[], d pair, e pair[], f hidden.color[], g int2vector, h tsvector, i int4range[]);
+`); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		kind   proto.Kind
+		pgType string
+	}{
+		"a": {proto.ArrayKind(proto.KindInt32), "intarr"},
+		"b": {proto.ArrayKind(proto.KindInt32), "d2"},
+		"c": {proto.KindOther, "intarr[]"},
+		"d": {proto.KindOther, "pair"},
+		"e": {proto.ArrayKind(proto.KindOther), "pair[]"},
+		"f": {proto.ArrayKind(proto.KindEnum), "hidden.color[]"},
+		"g": {proto.KindOther, "int2vector"},
+		"h": {proto.KindOther, "tsvector"},
+		"i": {proto.ArrayKind(proto.KindOther), "int4range[]"},
+	}
+	var relid uint32
+	if err := conn.QueryRow(ctx, `SELECT 'edge'::regclass::oid`).Scan(&relid); err != nil {
+		t.Fatal(err)
+	}
+	for col, w := range want {
+		kind, pgType, err := ResolveColumn(ctx, conn, relid, col)
+		if err != nil {
+			t.Fatalf("%s: %v", col, err)
+		}
+		if kind != w.kind || pgType != w.pgType {
+			t.Errorf("%s: %s %q, want %s %q", col, kind, pgType, w.kind, w.pgType)
+		}
+	}
+	// An OID that names no type (dropped since the relation was described).
+	kind, pgType, err := Resolve(ctx, conn, 4_000_000_000, -1)
+	if err != nil || kind != proto.KindOther {
+		t.Errorf("unknown oid: %s %q %v", kind, pgType, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -160,6 +161,7 @@ type Manager struct {
 	dropRedelivered   bool // the brief's drop rule (unsafe, see doc.go)
 	noAckFence        bool // ack without checking the lease term
 	abrupt            bool // Run returns without draining or releasing
+	pauseFetch        atomic.Bool
 	putFault          func(path string) error
 	advanceFault      func(dest string) error
 	beforeAck         func(dest string)

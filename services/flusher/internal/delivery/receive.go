@@ -34,7 +34,7 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		if lost {
 			return
 		}
-		if blocked {
+		if blocked || m.pauseFetch.Load() {
 			if !paused {
 				paused = true
 				m.m.fetchPaused.Inc()

@@ -417,3 +417,20 @@ func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32) (arrow.RecordB
 	release() // the record retained them
 	return r, nil
 }
+
+// Span returns the smallest and largest position of a batch's rows (read
+// from its _sluice_lsn and _sluice_seq columns); zero positions when the
+// batch is empty or lacks them.
+func Span(b arrow.RecordBatch) (first, last proto.Position) {
+	s := b.Schema()
+	li, si := s.FieldIndices(proto.ColLSN), s.FieldIndices(proto.ColSeq)
+	if b.NumRows() == 0 || len(li) != 1 || len(si) != 1 {
+		return first, last
+	}
+	l, ok1 := b.Column(li[0]).(*array.Uint64)
+	q, ok2 := b.Column(si[0]).(*array.Uint64)
+	if !ok1 || !ok2 {
+		return first, last
+	}
+	return span(l.Uint64Values(), q.Uint64Values())
+}

@@ -12,7 +12,9 @@ import (
 	"github.com/sluice-cdc/sluice/services/publisher"
 	"github.com/sluice-cdc/sluice/services/reader"
 	"github.com/sluice-cdc/sluice/services/router"
+	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
 	"github.com/sluice-cdc/sluice/services/sluice/internal/demo"
+	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/stack"
 	"github.com/sluice-cdc/sluice/shared/config"
 )
@@ -35,7 +37,7 @@ func buildComponents(cfg config.Config, st *stack.Stack, names []string) ([]stac
 			}
 			c = stack.Component{name, r.Run, func() any { return r.Status() }}
 		case "flusher":
-			f, err := flusher.New(cfg, flusher.Deps{JS: st.JS, Log: st.Log.With("service", "flusher"), Metrics: st.Registry, State: st.State, Packs: st.Packs})
+			f, err := flusher.New(cfg, flusher.Deps{JS: st.JS, NC: st.NC, Log: st.Log.With("service", "flusher"), Metrics: st.Registry, Pool: st.State, Store: st.Packs})
 			if err != nil {
 				return nil, fmt.Errorf("starting the flusher: %w", err)
 			}
@@ -90,3 +92,12 @@ func newVersionCmd() *cobra.Command {
 
 // version is set at build time with -ldflags "-X ...cli.version=...".
 var version = "dev"
+
+// catalogReads gives the API the catalog's reads when this process has a
+// catalog connection.
+func catalogReads(st *stack.Stack) api.Reads {
+	if st.Catalog == nil {
+		return nil
+	}
+	return api.CatalogReads{C: catalog.New(st.Catalog, catalog.Options{Prefix: st.Cfg.Catalog.Prefix, Log: st.Log})}
+}

@@ -1,0 +1,152 @@
+package reader
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+func waitStreaming(t *testing.T, run *running) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() error {
+		if s := run.r.Status().State; s != "streaming" {
+			return fmt.Errorf("state %s", s)
+		}
+		return nil
+	})
+}
+
+func waitRows(t *testing.T, e *env, n int) []row {
+	t.Helper()
+	var rows []row
+	eventually(t, 20*time.Second, func() error {
+		rows, _, _ = e.changes()
+		if len(rows) < n {
+			return fmt.Errorf("%d rows, want %d", len(rows), n)
+		}
+		return nil
+	})
+	return rows
+}
+
+// An unchanged TOASTed value never becomes NULL downstream: with the
+// default identity it is NULL and named in _sluice_unchanged; with
+// REPLICA IDENTITY FULL it is taken from the old tuple.
+func TestTOASTUnchanged(t *testing.T) {
+	e := newEnv(t, "public.docs", "public.docs_full")
+	e.exec(`CREATE TABLE docs (tenant_id text, id int, body text, n int, PRIMARY KEY (tenant_id, id));
+		CREATE TABLE docs_full (tenant_id text, id int, body text, n int, PRIMARY KEY (tenant_id, id));
+		ALTER TABLE docs_full REPLICA IDENTITY FULL;
+		ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL;
+		ALTER TABLE docs_full ALTER COLUMN body SET STORAGE EXTERNAL;`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	big := strings.Repeat("x", 100<<10)
+	e.exec(`INSERT INTO docs VALUES ('t', 1, '` + big + `', 0); INSERT INTO docs_full VALUES ('t', 1, '` + big + `', 0);`)
+	e.exec(`UPDATE docs SET n = 1; UPDATE docs_full SET n = 1;`)
+	rows := waitRows(t, e, 4)
+	var upd, updFull *row
+	for i := range rows {
+		if rows[i].op == proto.OpUpdate {
+			if rows[i].table == "public.docs" {
+				upd = &rows[i]
+			} else {
+				updFull = &rows[i]
+			}
+		}
+	}
+	if upd == nil || updFull == nil {
+		t.Fatalf("updates missing: %v", rows)
+	}
+	if upd.vals["body"] != nil || len(upd.unchanged) != 1 || upd.unchanged[0] != "body" || upd.vals["n"] != int64(1) {
+		t.Errorf("default identity: body=%d chars unchanged=%v n=%v; want NULL, [body], 1", len(fmt.Sprint(upd.vals["body"])), upd.unchanged, upd.vals["n"])
+	}
+	if updFull.vals["body"] != big || len(updFull.unchanged) != 0 {
+		t.Errorf("FULL identity: body of %d chars, unchanged=%v; want the 100 KB value from the old tuple", len(fmt.Sprint(updFull.vals["body"])), updFull.unchanged)
+	}
+}
+
+// New columns switch the table to a new schema; a changed column kind halts
+// only that table.
+func TestSchemaChange(t *testing.T) {
+	e := newEnv(t, "public.a", "public.b")
+	e.exec(`CREATE TABLE a (tenant_id text, id int, PRIMARY KEY (tenant_id, id));
+		CREATE TABLE b (tenant_id text, id int, x int, PRIMARY KEY (tenant_id, id));`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	e.exec(`INSERT INTO a VALUES ('t', 1)`)
+	e.exec(`ALTER TABLE a ADD COLUMN extra text; INSERT INTO a VALUES ('t', 2, 'e');`)
+	e.exec(`ALTER TABLE a DROP COLUMN extra; INSERT INTO a VALUES ('t', 3);`)
+	rows := waitRows(t, e, 3)
+	if rows[0].schema == rows[1].schema || rows[1].schema == rows[2].schema {
+		t.Errorf("schema fingerprints did not change: %s %s %s", rows[0].schema, rows[1].schema, rows[2].schema)
+	}
+	if rows[0].schema != rows[2].schema {
+		t.Errorf("same columns, different fingerprint: %s vs %s", rows[0].schema, rows[2].schema)
+	}
+	if rows[1].vals["extra"] != "e" {
+		t.Errorf("new column value %v", rows[1].vals["extra"])
+	}
+	e.exec(`INSERT INTO b VALUES ('t', 1, 1)`)
+	e.exec(`ALTER TABLE b ALTER COLUMN x TYPE text; INSERT INTO b VALUES ('t', 2, 'two');`)
+	e.exec(`INSERT INTO a VALUES ('t', 4)`)
+	rows = waitRows(t, e, 5)
+	eventually(t, 10*time.Second, func() error {
+		if h := run.r.Status().Halted["public.b"]; !strings.Contains(h, "type changed") {
+			return fmt.Errorf("b not halted: %q", h)
+		}
+		return nil
+	})
+	for _, r := range rows {
+		if r.table == "public.b" && r.vals["id"] == int32(2) {
+			t.Errorf("a row of the halted table was published: %v", r)
+		}
+	}
+}
+
+// TRUNCATE halts the table (persisted across restarts); other tables keep
+// flowing.
+func TestTruncateHalts(t *testing.T) {
+	e := newEnv(t, "public.a", "public.b")
+	e.exec(`CREATE TABLE a (tenant_id text, id int, PRIMARY KEY (tenant_id, id));
+		CREATE TABLE b (tenant_id text, id int, PRIMARY KEY (tenant_id, id));`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	e.exec(`INSERT INTO a VALUES ('t', 1); INSERT INTO b VALUES ('t', 1);`)
+	e.exec(`TRUNCATE a`)
+	e.exec(`INSERT INTO a VALUES ('t', 2); INSERT INTO b VALUES ('t', 2);`)
+	for _, r := range waitRows(t, e, 3) {
+		t.Log(r)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if h := run.r.Status().Halted["public.a"]; !strings.Contains(h, "TRUNCATE") {
+			return fmt.Errorf("a not halted: %q", h)
+		}
+		return nil
+	})
+	run.stop(t)
+	run2 := e.start(e.newReader("b", nil))
+	waitStreaming(t, run2)
+	e.exec(`INSERT INTO a VALUES ('t', 3); INSERT INTO b VALUES ('t', 3);`)
+	rows := waitRows(t, e, 4)
+	time.Sleep(200 * time.Millisecond) // let a wrongly published row of a arrive
+	rows, _, _ = e.changes()
+	var bs int
+	for _, r := range rows {
+		if r.table == "public.a" && r.vals["id"] != int32(1) {
+			t.Errorf("halted table published %v", r)
+		}
+		if r.table == "public.b" {
+			bs++
+		}
+	}
+	if bs != 3 {
+		t.Errorf("b rows = %d, want 3", bs)
+	}
+	if h := run2.r.Status().Halted["public.a"]; h == "" {
+		t.Error("halt not persisted across restart")
+	}
+}

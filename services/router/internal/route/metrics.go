@@ -1,0 +1,110 @@
+package route
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of sluice_router_batches_total.
+const (
+	OutcomeRouted    = "routed"    // outputs stored, input acked
+	OutcomeTick      = "tick"      // an idle tick, acked with no output
+	OutcomePermanent = "permanent" // refused: dead-lettered whole by the consume loop
+	OutcomeFailed    = "failed"    // transient failure: naked, will be retried
+)
+
+type metrics struct {
+	batches      *prometheus.CounterVec
+	rows         prometheus.Counter
+	dests        prometheus.Histogram
+	mutations    prometheus.Counter
+	moveOuts     prometheus.Counter
+	deadRows     prometheus.Counter
+	deadLetters  prometheus.Counter
+	dropped      prometheus.Counter
+	published    prometheus.Counter
+	splitSeconds prometheus.Histogram
+	batchSeconds prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_router_batches_total",
+			Help: "CHANGES messages handled by the router, by outcome (routed, tick, permanent, failed).",
+		}, []string{"outcome"}),
+		rows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_router_rows_total",
+			Help: "Rows routed (every input row of a routed batch: delivered, dead-lettered or dropped).",
+		}),
+		dests: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_router_destinations_per_batch",
+			Help:    "Destinations one input batch was split into.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 9),
+		}),
+		mutations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_router_routing_mutations_total",
+			Help: "Rows that moved between destinations (OpMoveOut rows whose new row routes elsewhere).",
+		}),
+		moveOuts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_router_move_outs_total",
+			Help: "OpMoveOut rows (routing-value or primary-key changes), each routed to its old destination.",
+		}),
+		deadRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_router_dead_letter_rows_total",
+			Help: "Unroutable rows sent to the dead-letter stream.",
+		}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_router_dead_letters_total",
+			Help: "Dead-letter messages of unroutable rows (one per input batch that had any).",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_router_dropped_rows_total",
+			Help: "Rows of unlisted routing values dropped (destinations.unlisted: drop).",
+		}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_router_messages_published_total",
+			Help: "ROUTED messages published and acknowledged (duplicates included).",
+		}),
+		splitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_router_split_duration_seconds",
+			Help:    "Time to split one input batch into per-destination batches.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 3, 12),
+		}),
+		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_router_batch_duration_seconds",
+			Help:    "Time to route one input batch: decode, split, encode, publish and wait for every PubAck.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12),
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.batches = register(reg, m.batches)
+	m.rows = register(reg, m.rows)
+	m.dests = register(reg, m.dests)
+	m.mutations = register(reg, m.mutations)
+	m.moveOuts = register(reg, m.moveOuts)
+	m.deadRows = register(reg, m.deadRows)
+	m.deadLetters = register(reg, m.deadLetters)
+	m.dropped = register(reg, m.dropped)
+	m.published = register(reg, m.published)
+	m.splitSeconds = register(reg, m.splitSeconds)
+	m.batchSeconds = register(reg, m.batchSeconds)
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// the same name (a router restarted on the same registry).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
