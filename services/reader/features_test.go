@@ -101,7 +101,7 @@ func TestSchemaChange(t *testing.T) {
 		return nil
 	})
 	for _, r := range rows {
-		if r.table == "public.b" && r.vals["id"] == int32(2) {
+		if r.table == "public.b" && r.vals["id"] == int64(2) {
 			t.Errorf("a row of the halted table was published: %v", r)
 		}
 	}
@@ -136,7 +136,7 @@ func TestTruncateHalts(t *testing.T) {
 	rows, _, _ = e.changes()
 	var bs int
 	for _, r := range rows {
-		if r.table == "public.a" && r.vals["id"] != int32(1) {
+		if r.table == "public.a" && r.vals["id"] != int64(1) {
 			t.Errorf("halted table published %v", r)
 		}
 		if r.table == "public.b" {

@@ -1,3 +1,205 @@
-// Package router is the router service: a component with Run(ctx) that its own
-// binary (cmd/router) and `sluice dev` both call.
 package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/router/internal/route"
+	"github.com/sluice-cdc/sluice/services/router/internal/split"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/natsx"
+)
+
+// Stage names the router in metrics and on the dead-letter stream.
+const Stage = "router"
+
+const (
+	// AckWait is how long an input may stay unacked before JetStream
+	// redelivers it to another replica.
+	AckWait = 30 * time.Second
+	// poolBytes bounds the free split buffers kept for reuse.
+	poolBytes = 256 << 20
+	// headerSlack is kept free of the payload limit for headers that
+	// JetStream adds.
+	headerSlack = 1 << 10
+)
+
+// ErrNoJetStream is returned by New without Deps.JS.
+var ErrNoJetStream = errors.New("router needs a JetStream context")
+
+// Deps is what the router needs from its process.
+type Deps struct {
+	JS      jetstream.JetStream
+	NC      *nats.Conn // optional; the router uses JS
+	Log     *slog.Logger
+	Metrics prometheus.Registerer // nil: metrics are not exported
+}
+
+// Router is the router service.
+type Router struct {
+	cfg     config.Config
+	deps    Deps
+	log     *slog.Logger
+	h       *route.Handler
+	running atomic.Bool
+
+	// Knobs for tests (the package's own): set before Run.
+	ackWait time.Duration
+	fetch   int
+}
+
+// Status is what the router reports on /api/v1/status and `sluice status`.
+type Status struct {
+	Running        bool      `json:"running"`
+	Workers        int       `json:"workers"`
+	Batches        int64     `json:"batches"`
+	Rows           int64     `json:"rows"`
+	Destinations   int       `json:"destinations_seen"`
+	DeadLetters    int64     `json:"dead_letters"`
+	DeadLetterRows int64     `json:"dead_letter_rows"`
+	DroppedRows    int64     `json:"dropped_rows"`
+	Mutations      int64     `json:"routing_mutations"`
+	Published      int64     `json:"published"`
+	LastError      string    `json:"last_error,omitempty"`
+	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
+}
+
+// New builds a router from the configuration. It does no I/O.
+func New(cfg config.Config, deps Deps) (*Router, error) {
+	return newRouter(cfg, deps, route.Options{})
+}
+
+func newRouter(cfg config.Config, deps Deps, o route.Options) (*Router, error) {
+	if deps.JS == nil {
+		return nil, ErrNoJetStream
+	}
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	var resolve split.Resolve
+	switch cfg.Destinations.Mode {
+	case "list":
+		r, err := split.List(cfg.Destinations.List, cfg.Destinations.Unlisted == "drop")
+		if err != nil {
+			return nil, fmt.Errorf("configuring router: %w", err)
+		}
+		resolve = r
+	case "auto", "":
+		resolve = split.Auto()
+	default:
+		return nil, fmt.Errorf("configuring router: destinations.mode %q: want auto or list", cfg.Destinations.Mode)
+	}
+	if cfg.Delivery.Partitions <= 0 {
+		return nil, fmt.Errorf("configuring router: delivery.partitions must be positive")
+	}
+	log := deps.Log.With("service", Stage)
+	o.JS = deps.JS
+	o.DLQ = natsx.NewDeadLetter(deps.JS, Stage)
+	o.Splitter = split.New(split.NewPool(poolBytes), resolve, 0)
+	o.Partitions = cfg.Delivery.Partitions
+	o.MaxPayload = int(cfg.NATS.MaxPayload) - headerSlack
+	o.DrainTimeout = cfg.Delivery.DrainTimeout
+	o.Log = log
+	o.Metrics = deps.Metrics
+	return &Router{cfg: cfg, deps: deps, log: log, h: route.New(o), ackWait: AckWait}, nil
+}
+
+// ConsumerConfig is the durable consumer the router replicas share.
+func ConsumerConfig(cfg config.Config) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       proto.ConsumerRouter,
+		Description:   "sluice router: CHANGES -> ROUTED",
+		FilterSubject: proto.SubjectChangesAll,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       AckWait,
+		MaxAckPending: cfg.Router.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxDeliver:    -1,
+	}
+}
+
+// Run creates the consumer (idempotently) and routes until ctx ends; then it
+// finishes the batches in hand and returns nil.
+func (r *Router) Run(ctx context.Context) error {
+	cons, err := r.ensureConsumer(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	workers := max(r.cfg.Router.Workers, 1)
+	r.log.Info("router started", "workers", workers, "mode", r.cfg.Destinations.Mode, "partitions", r.cfg.Delivery.Partitions)
+	r.running.Store(true)
+	defer r.running.Store(false)
+	g, gctx := errgroup.WithContext(ctx)
+	for range workers {
+		g.Go(func() error {
+			return natsx.Consume(gctx, cons, r.h.Handle, natsx.ConsumeOptions{
+				Stage:           Stage,
+				DLQ:             natsx.NewDeadLetter(r.deps.JS, Stage),
+				Fetch:           r.fetch,
+				Log:             r.log,
+				Metrics:         r.deps.Metrics,
+				InProgressEvery: r.ackWait / 3,
+			})
+		})
+	}
+	err = g.Wait()
+	r.log.Info("router stopped")
+	return err
+}
+
+// ensureConsumer provisions the streams and the durable consumer, retrying
+// with backoff while JetStream is not ready.
+func (r *Router) ensureConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	cc := ConsumerConfig(r.cfg)
+	cc.AckWait = r.ackWait
+	for attempt := 1; ; attempt++ {
+		err := natsx.EnsureStreams(ctx, r.deps.JS, r.cfg)
+		if err == nil {
+			var cons jetstream.Consumer
+			cons, err = r.deps.JS.CreateOrUpdateConsumer(ctx, proto.StreamChanges, cc)
+			if err == nil {
+				return cons, nil
+			}
+		}
+		if attempt == 1 {
+			r.log.Warn("creating the router consumer failed; retrying with backoff", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("creating consumer %s on %s: %w", proto.ConsumerRouter, proto.StreamChanges, ctx.Err())
+		case <-time.After(natsx.Backoff(min(attempt, 6))):
+		}
+	}
+}
+
+// Status reports what the router has done since it started.
+func (r *Router) Status() Status {
+	s := r.h.Stats()
+	return Status{
+		Running:        r.running.Load(),
+		Workers:        max(r.cfg.Router.Workers, 1),
+		Batches:        s.Batches,
+		Rows:           s.Rows,
+		Destinations:   s.Destinations,
+		DeadLetters:    s.DeadLetters,
+		DeadLetterRows: s.DeadLetterRows,
+		DroppedRows:    s.DroppedRows,
+		Mutations:      s.Mutations,
+		Published:      s.Published,
+		LastError:      s.LastError,
+		LastErrorAt:    s.LastErrorAt,
+	}
+}

@@ -192,7 +192,7 @@ var wantKinds = map[string]proto.Kind{
 	"a_json": proto.ArrayKind(proto.KindJSON), "a_jsonb": proto.ArrayKind(proto.KindJSONB),
 	"a_bytea": proto.ArrayKind(proto.KindBytea), "a_enum": proto.ArrayKind(proto.KindEnum),
 	"a_domain": proto.ArrayKind(proto.KindInt32),
-	"o_point": proto.KindOther, "o_inet": proto.KindOther, "o_range": proto.KindOther, "o_money": proto.KindOther,
+	"o_point":  proto.KindOther, "o_inet": proto.KindOther, "o_range": proto.KindOther, "o_money": proto.KindOther,
 	"o_bit": proto.KindOther, "o_points": proto.ArrayKind(proto.KindOther), "o_box": proto.KindOther,
 	"m_int4": proto.KindOther, // declared int[][]: ResolveColumn
 }

@@ -182,15 +182,26 @@ func (s *session) loop(ctx context.Context) error {
 		}
 		wake := nextStatus
 		if s.groupRows > 0 && !s.inTx {
-			if t := s.groupStart.Add(s.o.BatchInterval); t.Before(wake) {
-				wake = t
+			// Idle: close the group by the wall clock once the next
+			// transaction, whenever it comes, will have a commit time past the
+			// group's span, so that a replay (which closes at that
+			// transaction's Begin) cuts the same batches. The wall-clock
+			// fallback bounds latency if the source's clock runs ahead.
+			due := s.groupFirstTime.Add(2 * s.o.BatchInterval)
+			if fb := s.groupStart.Add(4 * s.o.BatchInterval); fb.Before(due) {
+				due = fb
 			}
-			if !now.Before(s.groupStart.Add(s.o.BatchInterval)) && now.Sub(s.lastRecv) >= s.o.BatchInterval/4 {
-				// Idle: close the group by the wall clock.
+			if q := s.lastRecv.Add(s.o.BatchInterval / 2); q.After(due) {
+				due = q
+			}
+			if !now.Before(due) {
 				if err := s.flushAll(ctx, s.lastEnd); err != nil {
 					return err
 				}
 				continue
+			}
+			if due.Before(wake) {
+				wake = due
 			}
 		}
 		_ = nc.SetReadDeadline(wake)
@@ -339,6 +350,14 @@ func (s *session) handle(ctx context.Context, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrReplication, err)
 		}
+		// A group spans at most batch_interval of commit time: the
+		// transaction that crosses it starts a new group. The commit time
+		// comes from the WAL, so a replay closes the group at the same place.
+		if s.groupRows > 0 && b.CommitTime.Sub(s.groupFirstTime) >= s.o.BatchInterval {
+			if err := s.flushAll(ctx, s.lastEnd); err != nil {
+				return err
+			}
+		}
 		s.inTx, s.txLSN, s.txTime, s.seq = true, b.FinalLSN, b.CommitTime, 0
 		if s.groupRows == 0 {
 			s.groupFirstTime = b.CommitTime
@@ -354,7 +373,7 @@ func (s *session) handle(ctx context.Context, data []byte) error {
 			s.clean = s.lastEnd
 			return nil
 		}
-		if s.groupRows >= s.o.BatchRows || s.groupBytes >= s.o.BatchBytes || c.CommitTime.Sub(s.groupFirstTime) >= s.o.BatchInterval {
+		if s.groupRows >= s.o.BatchRows || s.groupBytes >= s.o.BatchBytes {
 			return s.flushAll(ctx, s.lastEnd)
 		}
 	case pgoutput.TypeRelation:
@@ -380,6 +399,10 @@ func (s *session) handle(ctx context.Context, data []byte) error {
 		}
 		for _, id := range tr.Relations {
 			if t := s.rels[id]; t != nil && !t.halted {
+				// Changes committed before the TRUNCATE are still published.
+				if err := s.cut(ctx, t, s.clean); err != nil {
+					return err
+				}
 				if err := s.halt(ctx, t, "truncate", ErrTruncate); err != nil {
 					return err
 				}
@@ -414,6 +437,9 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		for _, c := range cols {
 			for _, old := range t.schema.Columns {
 				if old.Name == c.Name && old.Kind != c.Kind {
+					if err := s.cut(ctx, t, s.clean); err != nil {
+						return err
+					}
 					return s.halt(ctx, t, "type_changed", fmt.Errorf("%w: %s.%s was %s (%s), is now %s (%s)", ErrTypeChanged, name, c.Name, old.PgType, old.Kind, c.PgType, c.Kind))
 				}
 			}

@@ -408,3 +408,9 @@ func (h *Handler) publish(ctx context.Context, id string, msgs []*nats.Msg) erro
 	}
 	return nil
 }
+
+// MetricSet exposes some of the handler's collectors to tests.
+type MetricSet struct{ Mutations prometheus.Counter }
+
+// Metrics returns the handler's collectors (tests).
+func (h *Handler) Metrics() MetricSet { return MetricSet{Mutations: h.m.mutations} }

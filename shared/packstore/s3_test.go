@@ -1,0 +1,233 @@
+package packstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
+)
+
+// S3ServerVersion is the versitygw release the S3 tests run against; the
+// binary is built by deploy/fetch-s3server.sh into ~/.cache/sluice/bin.
+const s3ServerVersion = "v1.8.0"
+
+// s3Server is a real S3-compatible server (versitygw, posix backend) on a
+// free loopback port, for the life of one test.
+type s3Server struct {
+	Endpoint, Access, Secret string
+}
+
+func s3ServerBinary() string {
+	if p := os.Getenv("SLUICE_S3SERVER"); p != "" {
+		return p
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "sluice", "bin", "versitygw-"+s3ServerVersion)
+}
+
+func startS3Server(t testing.TB) s3Server {
+	t.Helper()
+	bin := s3ServerBinary()
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("no S3 server binary at %s: run deploy/fetch-s3server.sh (make test does) or set SLUICE_S3SERVER", bin)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	iam := filepath.Join(dir, "iam")
+	for _, d := range []string{data, iam} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := s3Server{Endpoint: "http://" + addr, Access: "sluicetest", Secret: "sluice-test-secret-" + fmt.Sprint(time.Now().UnixNano())}
+	cmd := exec.Command(bin, "--port", addr, "--iam-dir", iam, "posix", data)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+srv.Access, "ROOT_SECRET_KEY="+srv.Secret)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(srv.Endpoint + "/")
+		if err == nil {
+			resp.Body.Close()
+			return srv
+		}
+		select {
+		case <-exited:
+			t.Fatalf("S3 server exited: %s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("S3 server not answering on %s after 20s: %v\n%s", addr, err, out.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a child process's port
+	}
+}
+
+var s3Seq atomic.Int64
+
+func (s s3Server) open(t testing.TB, bucket string) *packstore.S3Store {
+	t.Helper()
+	st, err := packstore.OpenS3(context.Background(), packstore.S3Options{
+		Endpoint: s.Endpoint, Bucket: bucket, Prefix: fmt.Sprintf("run/s%d", s3Seq.Add(1)),
+		AccessKey: s.Access, SecretKey: s.Secret, CreateBucket: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestS3StoreContract(t *testing.T) {
+	srv := startS3Server(t)
+	first := srv.open(t, "packs")
+	if !first.Conditional() {
+		t.Fatalf("versitygw %s enforces If-None-Match: *, but the probe said it does not", s3ServerVersion)
+	}
+	packstoretest.StoreContract(t, func(t *testing.T) packstore.Store { return srv.open(t, "packs") })
+}
+
+// TestS3HeadAndCompareContract runs the contract in the fallback mode for
+// servers without conditional puts, minus the concurrent-writer case it
+// cannot guarantee.
+func TestS3HeadAndCompare(t *testing.T) {
+	srv := startS3Server(t)
+	ctx := context.Background()
+	s := srv.open(t, "packs")
+	packstore.SetS3Conditional(s, false)
+	p := proto.PackPath("shop1", "public.items", "p1")
+	if err := s.Put(ctx, p, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, p, []byte("first")); err != nil {
+		t.Fatalf("same bytes again: %v", err)
+	}
+	if err := s.Put(ctx, p, []byte("second")); !errors.Is(err, packstore.ErrImmutable) {
+		t.Fatalf("overwrite: got %v, want ErrImmutable", err)
+	}
+}
+
+// TestS3ImmutabilityNegativeControl switches the immutability rule off and
+// shows the contract's overwrite check would then fail: the object changes.
+func TestS3ImmutabilityNegativeControl(t *testing.T) {
+	srv := startS3Server(t)
+	ctx := context.Background()
+	s := srv.open(t, "packs")
+	packstore.SetS3NoCondition(s, true)
+	p := proto.PackPath("shop1", "public.items", "p1")
+	if err := s.Put(ctx, p, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, p, []byte("second")); err != nil {
+		t.Fatalf("with the rule off the overwrite should go through, got %v", err)
+	}
+	got, err := s.Get(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "second" {
+		t.Fatalf("negative control: want the pack overwritten, got %q", got)
+	}
+}
+
+func TestS3CredentialsNeverPrinted(t *testing.T) {
+	srv := startS3Server(t)
+	s := srv.open(t, "packs")
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("store", "store", s)
+	for name, text := range map[string]string{
+		"%v": fmt.Sprintf("%v", s), "%+v": fmt.Sprintf("%+v", s), "%#v": fmt.Sprintf("%#v", s),
+		"String": s.String(), "slog": logged.String(),
+	} {
+		if strings.Contains(text, srv.Secret) || strings.Contains(text, srv.Access) {
+			t.Errorf("%s prints a credential: %s", name, text)
+		}
+	}
+	_, err := packstore.OpenS3(context.Background(), packstore.S3Options{Endpoint: srv.Endpoint, Bucket: "packs", AccessKey: srv.Access, SecretKey: "wrong-" + srv.Secret})
+	if err == nil {
+		t.Fatal("a wrong secret was accepted")
+	}
+	if strings.Contains(err.Error(), srv.Secret) {
+		t.Fatalf("error prints the secret: %v", err)
+	}
+	tf := s.TableFunction(proto.PackPath("shop1", "public.items", "p1"))
+	want := "s3('" + srv.Endpoint + "/packs/run/"
+	if !strings.HasPrefix(tf, want) || !strings.HasSuffix(tf, "/shop1/public.items/p1.arrow', '"+srv.Access+"', '"+srv.Secret+"', 'Arrow')") {
+		t.Fatalf("TableFunction = %s", tf)
+	}
+}
+
+func TestS3MissingBucket(t *testing.T) {
+	srv := startS3Server(t)
+	_, err := packstore.OpenS3(context.Background(), packstore.S3Options{Endpoint: srv.Endpoint, Bucket: "absent", AccessKey: srv.Access, SecretKey: srv.Secret})
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("got %v, want a missing-bucket error", err)
+	}
+}
+
+func TestS3OptionsFromConfig(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	for _, tc := range []struct {
+		url, bucket, prefix string
+		ok                  bool
+	}{
+		{"s3://packs", "packs", "", true},
+		{"s3://packs/", "packs", "", true},
+		{"s3://my.packs-1/a/b", "my.packs-1", "a/b", true},
+		{"s3://Packs/x", "", "", false},
+		{"s3://packs/../x", "", "", false},
+		{"s3://packs/.hidden", "", "", false},
+		{"file:///x", "", "", false},
+	} {
+		o, err := packstore.S3OptionsFromConfig(config.Packs{URL: tc.url, Endpoint: "http://s3:7070", AccessKey: "a", SecretKey: "b"})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err %v", tc.url, err)
+			continue
+		}
+		if tc.ok && (o.Bucket != tc.bucket || o.Prefix != tc.prefix || o.AccessKey != "a" || o.Endpoint != "http://s3:7070") {
+			t.Errorf("%s: got %+v", tc.url, o)
+		}
+	}
+}
+
+func TestOpenConfigDirectory(t *testing.T) {
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	s, err := packstore.OpenConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.(*packstore.DirStore); !ok || s.ID() != "local" {
+		t.Fatalf("got %T %q, want the local directory store", s, s.ID())
+	}
+}
