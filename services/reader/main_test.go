@@ -83,6 +83,15 @@ func newEnv(t testing.TB, tables ...string) *env {
 	return &env{t: t, dsn: dsn, cfg: cfg, nc: nc, js: js, mem: memory.NewCheckedAllocator(memory.NewGoAllocator())}
 }
 
+func (e *env) statePool() *pgxpool.Pool {
+	e.t.Helper()
+	pool, err := pgxpool.New(context.Background(), e.dsn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return pool
+}
+
 func (e *env) exec(sql string) { e.t.Helper(); pgtest.Exec(e.t, e.dsn, sql) }
 
 func (e *env) logger() *slog.Logger {

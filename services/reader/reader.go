@@ -62,6 +62,7 @@ type Reader struct {
 	scalarMax   bool
 	publishHook func(capture.PublishFunc) capture.PublishFunc
 	onConfirm   func(proto.LSN)
+	noRelease   bool // a "killed" reader leaves its lease to expire
 }
 
 // Status is the reader's state for `sluice status` and /api/v1/status.
@@ -144,6 +145,7 @@ func (r *Reader) Run(ctx context.Context) error {
 	leases := state.NewLeases(pool, r.cfg.State.Schema)
 	ttl := r.cfg.Reader.LeaseTTL
 	r.state.SetPhase("standby")
+	attempt := 0
 	for ctx.Err() == nil {
 		l, ok, err := leases.Acquire(ctx, r.leaseName(), r.holder, ttl)
 		if err != nil && ctx.Err() == nil {
@@ -160,6 +162,9 @@ func (r *Reader) Run(ctx context.Context) error {
 		err = r.active(ctx, pool, leases, l)
 		r.setLease(state.Lease{}, false)
 		r.state.SetPhase("standby")
+		if ctx.Err() != nil && r.noRelease {
+			break
+		}
 		if ctx.Err() != nil {
 			// Release so a standby takes over at once on a clean shutdown.
 			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -171,8 +176,21 @@ func (r *Reader) Run(ctx context.Context) error {
 			r.log.Error("reader lease lost: stopped streaming", "error", err)
 			continue
 		}
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = leases.Release(rctx, l)
+		cancel()
+		if errors.Is(err, source.ErrInvalidSource) {
+			r.state.SetError(err)
+			return err // the operator must act: the message says what to run
+		}
 		if err != nil {
-			return err
+			attempt++
+			d := natsx.Backoff(attempt)
+			r.state.SetError(err)
+			r.log.Error("capture failed: retrying", "error", err, "retry_in", d.String())
+			if !sleep(ctx, d) {
+				break
+			}
 		}
 	}
 	return nil
@@ -343,7 +361,7 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 		return nil
 	}
 	if redo {
-		r.log.Warn("a previous backfill did not finish: dropping the slot and starting over", "slot", slot)
+		r.log.Warn("a previous backfill did not finish: dropping the slot and starting over")
 		if _, err := src.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err != nil {
 			return fmt.Errorf("dropping slot %s to redo its backfill: %w", slot, err)
 		}
@@ -374,7 +392,7 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 	if err != nil {
 		return err
 	}
-	r.log.Info("replication slot created", "slot", slot, "consistent_point", cp.String(), "backfill", r.cfg.Source.Backfill)
+	r.log.Info("replication slot created", "consistent_point", cp.String(), "backfill", r.cfg.Source.Backfill)
 	if !r.cfg.Source.Backfill {
 		return nil
 	}

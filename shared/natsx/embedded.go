@@ -15,6 +15,10 @@ type EmbeddedOptions struct {
 	MaxPayload  int32  // server max_payload; 0 = server default (1 MB)
 	SyncAlways  bool   // fsync every write (sync_interval: always)
 	MonitorPort int    // /varz, /jsz on this port when > 0
+	// MaxStore caps JetStream file storage (max_file_store); 0 = the
+	// server default (75% of the free disk). Streams reserve their
+	// MaxBytes against it, so it must cover 4 x nats.max_bytes.
+	MaxStore int64
 	// Debug turns on the server's own logging (to stderr).
 	Debug bool
 	// ReadyTimeout bounds the wait for the server to accept connections
@@ -51,6 +55,9 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 	}
 	if opts.MaxPayload > 0 && int64(opts.MaxPayload) > server.MAX_PENDING_SIZE {
 		so.MaxPending = int64(opts.MaxPayload)
+	}
+	if opts.MaxStore > 0 {
+		so.JetStreamMaxStore = opts.MaxStore
 	}
 	if opts.MonitorPort > 0 {
 		so.HTTPHost = host

@@ -27,7 +27,9 @@ type testJS struct {
 
 // startJS runs a real embedded JetStream server on a random port with a
 // t.TempDir() store, connects, and provisions the streams.
-func startJS(t *testing.T) *testJS {
+func startJS(t *testing.T) *testJS { return startJSB(t) }
+
+func startJSB(t testing.TB) *testJS {
 	t.Helper()
 	cfg := config.Default()
 	cfg.NATS.MaxPayload = 1 << 20

@@ -36,8 +36,12 @@ func s3ServerBinary() string {
 	if p := os.Getenv("SLUICE_S3SERVER"); p != "" {
 		return p
 	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "sluice", "bin", "versitygw-"+s3ServerVersion)
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "sluice", "bin", "versitygw-"+s3ServerVersion)
 }
 
 func startS3Server(t testing.TB) s3Server {

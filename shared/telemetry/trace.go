@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -16,6 +17,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-cdc/sluice/shared/config"
+)
+
+// Export bounds: one export attempt, and whether failed exports are retried
+// (for at most 30s). Tests shorten them.
+var (
+	exportTimeout = 10 * time.Second
+	exportRetry   = true
 )
 
 // Setup installs the global TracerProvider (resource service.name =
@@ -46,6 +54,13 @@ func NewTracerProvider(ctx context.Context, service string, cfg config.Telemetry
 		exp, err := otlptracegrpc.New(ctx,
 			otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint),
 			otlptracegrpc.WithInsecure(),
+			otlptracegrpc.WithTimeout(exportTimeout),
+			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{
+				Enabled:         exportRetry,
+				InitialInterval: time.Second,
+				MaxInterval:     5 * time.Second,
+				MaxElapsedTime:  30 * time.Second,
+			}),
 		)
 		if err != nil {
 			return nil, fmt.Errorf("creating OTLP exporter for %s: %w", cfg.OTLPEndpoint, err)

@@ -17,7 +17,7 @@ func TestContractOneProcess(t *testing.T) {
 	src.exec(`CREATE TABLE public.items (tenant_id text NOT NULL, id bigint NOT NULL, name text,
   price numeric(10,2), seen timestamptz, tags text[], attrs jsonb, PRIMARY KEY (tenant_id, id))`)
 	src.exec(`INSERT INTO public.items SELECT 'shop' || (g % 3), g, 'item ' || g, g * 1.25, '2026-01-01 00:00:00+00', ARRAY['a'], jsonb_build_object('g', g) FROM generate_series(1, 300) g`)
-	s := newSluice(t, src.dsn, []string{"public.items"}, "")
+	s := newSluice(t, src.dsn, []string{"public.items"})
 	s.start()
 	src.exec(`UPDATE public.items SET price = price + 1, tags = tags || 'b'::text WHERE id % 4 = 0`)
 	src.exec(`DELETE FROM public.items WHERE id % 10 = 0`)

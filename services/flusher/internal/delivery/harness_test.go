@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/arrowcodec"
@@ -276,3 +277,8 @@ func destIn(p, partitions int, prefix string) string {
 }
 
 var _ = os.Getenv
+
+func testutilValue(m *Manager, result string) float64 {
+	return testutil.ToFloat64(m.m.flushes.WithLabelValues(result))
+}
+

@@ -47,8 +47,10 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 			continue
 		}
 		paused = false
-		batch, err := p.cons.Fetch(min(room, fetchBatch), jetstream.FetchMaxWait(500*time.Millisecond), jetstream.FetchContext(ctx))
+		fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		batch, err := p.cons.Fetch(min(room, fetchBatch), jetstream.FetchContext(fctx))
 		if err != nil {
+			cancel()
 			if ctx.Err() != nil {
 				return
 			}
@@ -63,6 +65,7 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		for msg := range batch.Messages() {
 			m.receive(ctx, p, msg, gen)
 		}
+		cancel()
 		if err := batch.Error(); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil &&
 			!errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 			m.log.Debug("fetch ended", "partition", p.id, "error", err)

@@ -92,7 +92,8 @@ type session struct {
 	seq      uint64
 	lastEnd  proto.LSN // end of the last commit received
 	clean    proto.LSN // every change at or below it is handed to the pipeline
-	idleEnd  proto.LSN // largest server WAL end seen outside a transaction
+	idleEnd  proto.LSN // largest settled server WAL end seen outside a transaction
+	idleObs  []idleObs // server WAL ends seen outside a transaction, not yet settled
 	server   proto.LSN
 	sent     proto.LSN // last confirmed LSN sent to Postgres
 	lastTick proto.LSN
@@ -230,8 +231,8 @@ func (s *session) loop(ctx context.Context) error {
 					return fmt.Errorf("%w: parsing keepalive: %w", ErrReplication, err)
 				}
 				s.serverAt(proto.LSN(ka.ServerWALEnd))
-				if !s.inTx && proto.LSN(ka.ServerWALEnd) > s.idleEnd {
-					s.idleEnd = proto.LSN(ka.ServerWALEnd)
+				if !s.inTx {
+					s.observeIdle(proto.LSN(ka.ServerWALEnd), time.Now())
 				}
 				if ka.ReplyRequested {
 					if err := s.status(true); err != nil {
@@ -294,6 +295,38 @@ func (s *session) status(reply bool) error {
 	return nil
 }
 
+type idleObs struct {
+	at   time.Time
+	wend proto.LSN
+}
+
+// settle is how long a keepalive's WAL end must stand before the reader
+// confirms it. The server reports how far it has read; a commit record that
+// straddles a WAL flush boundary can still be in decoding for a moment. It
+// is flushed with the commit and decoded within milliseconds, so a position
+// that stood this long with nothing received before it is complete.
+func (s *session) settle() time.Duration { return max(2*s.o.StatusInterval, 500*time.Millisecond) }
+
+func (s *session) observeIdle(w proto.LSN, now time.Time) {
+	if n := len(s.idleObs); (n > 0 && w <= s.idleObs[n-1].wend) || w <= s.idleEnd {
+		return
+	}
+	if len(s.idleObs) >= 64 {
+		s.idleObs[len(s.idleObs)-1] = idleObs{now, w} // bounded: keep the newest
+		return
+	}
+	s.idleObs = append(s.idleObs, idleObs{now, w})
+}
+
+func (s *session) settleIdle(now time.Time) {
+	n := 0
+	for n < len(s.idleObs) && now.Sub(s.idleObs[n].at) >= s.settle() {
+		s.idleEnd = max(s.idleEnd, s.idleObs[n].wend)
+		n++
+	}
+	s.idleObs = append(s.idleObs[:0], s.idleObs[n:]...)
+}
+
 // idle publishes a tick when nothing is buffered or pending, so the
 // confirmed LSN (and the pipeline's frontier) reach the server's position.
 func (s *session) idle(ctx context.Context, now time.Time) error {
@@ -301,6 +334,7 @@ func (s *session) idle(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	s.oldestPending = time.Time{}
+	s.settleIdle(now)
 	at := max(s.clean, s.idleEnd)
 	if at <= proto.LSN(s.tracker.Confirmed()) || at <= s.lastTick {
 		return nil

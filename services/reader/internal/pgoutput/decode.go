@@ -40,8 +40,9 @@ const (
 	IdentityIndex   byte = 'i'
 )
 
-// pgEpoch is 2000-01-01, the origin of Postgres timestamps.
-var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// pgEpochMicros is 2000-01-01 (the origin of Postgres timestamps) in
+// microseconds since the Unix epoch.
+const pgEpochMicros = 946684800000000
 
 // Begin starts a transaction.
 type Begin struct {
@@ -162,7 +163,7 @@ func (r *reader) u64(what string) uint64 {
 
 func (r *reader) time(what string) time.Time {
 	us := int64(r.u64(what))
-	return pgEpoch.Add(time.Duration(us) * time.Microsecond)
+	return time.UnixMicro(pgEpochMicros + us).UTC()
 }
 
 func (r *reader) cstring(what string) string {

@@ -279,6 +279,9 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 	}
 	res.Dropped = a.dropped
 	res.Reasons = a.reasons
+	if unsafeMoveOutFollowsPair {
+		breakIsolation(rec, cols, ids, a)
+	}
 	s.countMoveOuts(rec, cols, ids, res)
 
 	// Stable counting sort of row indices by bucket: inv[i] is row i's new
@@ -292,21 +295,29 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 	}
 	invp := s.getScratch(n)
 	defer s.scratch.Put(invp)
-	inv := *invp
+	permp := s.getScratch(n)
+	defer s.scratch.Put(permp)
+	inv, perm := *invp, *permp
 	cur := make([]int, len(starts))
 	copy(cur, starts)
 	dropAt := total
 	for i, b := range ids {
+		q := dropAt
 		if b >= 0 {
-			inv[i] = int32(cur[b])
+			q = cur[b]
 			cur[b]++
 		} else {
-			inv[i] = int32(dropAt)
 			dropAt++
 		}
+		inv[i], perm[q] = int32(q), int32(i)
 	}
+	runs := make([]int32, len(starts)+1)
+	for b, st := range starts {
+		runs[b] = int32(st)
+	}
+	runs[len(starts)] = int32(total) // the dropped rows' run
 
-	permuted, err := s.takeRecord(rec, inv)
+	permuted, err := s.takeRecord(rec, inv, streams{perm: perm, starts: runs})
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +388,7 @@ func (s *Splitter) countMoveOuts(rec arrow.RecordBatch, cols columns, ids []int3
 }
 
 // takeRecord gathers every column of rec with perm, columns in parallel.
-func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32) (arrow.RecordBatch, error) {
+func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32, st streams) (arrow.RecordBatch, error) {
 	out := make([]arrow.Array, rec.NumCols())
 	release := func() {
 		for _, c := range out {
@@ -388,7 +399,7 @@ func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32) (arrow.RecordB
 	}
 	if s.workers <= 1 || len(inv) < parallelMinRows || len(out) == 1 {
 		for i, c := range rec.Columns() {
-			t, err := take(s.mem, c, inv, nil)
+			t, err := take(s.mem, c, inv, st)
 			if err != nil {
 				release()
 				return nil, fmt.Errorf("gathering column %s: %w", rec.ColumnName(i), err)
@@ -400,7 +411,7 @@ func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32) (arrow.RecordB
 		g.SetLimit(s.workers)
 		for i, c := range rec.Columns() {
 			g.Go(func() error {
-				t, err := take(s.mem, c, inv, nil)
+				t, err := take(s.mem, c, inv, st)
 				if err != nil {
 					return fmt.Errorf("gathering column %s: %w", rec.ColumnName(i), err)
 				}
@@ -433,4 +444,20 @@ func Span(b arrow.RecordBatch) (first, last proto.Position) {
 		return first, last
 	}
 	return span(l.Uint64Values(), q.Uint64Values())
+}
+
+// unsafeMoveOutFollowsPair routes an OpMoveOut row to its paired row's
+// destination instead of its own: it breaks tenant isolation and exists only
+// for the negative control of the property test.
+var unsafeMoveOutFollowsPair = false
+
+func breakIsolation(rec arrow.RecordBatch, cols columns, ids []int32, a *assigner) {
+	ops := rec.Column(cols.op).(*array.Int8).Int8Values()
+	for i := 0; i+1 < len(ops); i++ {
+		if ops[i] == proto.OpMoveOut && ids[i] >= 0 && ids[i+1] >= 0 {
+			a.counts[ids[i]]--
+			ids[i] = ids[i+1]
+			a.counts[ids[i]]++
+		}
+	}
 }

@@ -193,35 +193,34 @@ func rowStrings(rec arrow.RecordBatch, i int) string {
 }
 
 // checkSplit asserts the split's properties against the input.
-func checkSplit(t *testing.T, resolve Resolve, in arrow.RecordBatch, gr []genRow, res *Result) {
-	t.Helper()
+func checkSplit(resolve Resolve, in arrow.RecordBatch, gr []genRow, res *Result) error {
 	byID := map[int64]int{} // id -> input row
 	for i, g := range gr {
 		byID[g.id] = i
 	}
 	seen := map[int64]string{} // id -> where it landed
-	check := func(p Part, unroutable bool) {
+	check := func(p Part, unroutable bool) error {
 		ids := p.Batch.Column(1).(*array.Int64)
 		first, last := proto.Position{LSN: ^proto.LSN(0), Seq: ^uint64(0)}, proto.Position{}
 		for j := 0; j < ids.Len(); j++ {
 			id := ids.Value(j)
 			if where, dup := seen[id]; dup {
-				t.Fatalf("row id %d is in %q and again in %q", id, where, p.Destination)
+				return fmt.Errorf("row id %d is in %q and again in %q", id, where, p.Destination)
 			}
 			seen[id] = p.Destination
 			i, ok := byID[id]
 			if !ok {
-				t.Fatalf("row id %d in %q was never input", id, p.Destination)
+				return fmt.Errorf("row id %d in %q was never input", id, p.Destination)
 			}
 			want := oracle(resolve, gr[i].tenant)
 			switch {
 			case unroutable && want.Action != DeadLetter:
-				t.Fatalf("row id %d (tenant %v) dead-lettered, want %v %q", id, gr[i].tenant, want.Action, want.Destination)
+				return fmt.Errorf("row id %d (tenant %v) dead-lettered, want %v %q", id, gr[i].tenant, want.Action, want.Destination)
 			case !unroutable && (want.Action != Deliver || want.Destination != p.Destination):
-				t.Fatalf("TENANT ISOLATION: row id %d (tenant %v) landed in %q, its value names %v %q", id, *gr[i].tenant, p.Destination, want.Action, want.Destination)
+				return fmt.Errorf("TENANT ISOLATION: row id %d (tenant %v) landed in %q, its value names %v %q", id, *gr[i].tenant, p.Destination, want.Action, want.Destination)
 			}
 			if got, want := rowStrings(p.Batch, j), rowStrings(in, i); got != want {
-				t.Fatalf("row id %d changed on the way:\n got %s\nwant %s", id, got, want)
+				return fmt.Errorf("row id %d changed on the way:\n got %s\nwant %s", id, got, want)
 			}
 			pos := proto.Position{LSN: proto.LSN(gr[i].lsn), Seq: gr[i].seq}
 			if pos.Less(first) {
@@ -232,25 +231,30 @@ func checkSplit(t *testing.T, resolve Resolve, in arrow.RecordBatch, gr []genRow
 			}
 		}
 		if p.First != first || p.Last != last {
-			t.Fatalf("part %q: span %v..%v, want %v..%v", p.Destination, p.First, p.Last, first, last)
+			return fmt.Errorf("part %q: span %v..%v, want %v..%v", p.Destination, p.First, p.Last, first, last)
 		}
 		if !p.Batch.Schema().Equal(in.Schema()) || !p.Batch.Schema().Metadata().Equal(in.Schema().Metadata()) {
-			t.Fatalf("part %q: schema changed", p.Destination)
+			return fmt.Errorf("part %q: schema changed", p.Destination)
 		}
+		return nil
 	}
 	dests := map[string]bool{}
 	for _, p := range res.Parts {
 		if dests[p.Destination] {
-			t.Fatalf("destination %q has two parts", p.Destination)
+			return fmt.Errorf("destination %q has two parts", p.Destination)
 		}
 		dests[p.Destination] = true
 		if p.Batch.NumRows() == 0 {
-			t.Fatalf("empty part for %q", p.Destination)
+			return fmt.Errorf("empty part for %q", p.Destination)
 		}
-		check(p, false)
+		if err := check(p, false); err != nil {
+			return err
+		}
 	}
 	if res.Unroutable != nil {
-		check(*res.Unroutable, true)
+		if err := check(*res.Unroutable, true); err != nil {
+			return err
+		}
 	}
 	dropped, moveOuts := 0, 0
 	for i, g := range gr {
@@ -258,12 +262,12 @@ func checkSplit(t *testing.T, resolve Resolve, in arrow.RecordBatch, gr []genRow
 		if want.Action == Drop {
 			dropped++
 			if _, ok := seen[g.id]; ok {
-				t.Fatalf("row id %d should be dropped", g.id)
+				return fmt.Errorf("row id %d should be dropped", g.id)
 			}
 			continue
 		}
 		if _, ok := seen[g.id]; !ok {
-			t.Fatalf("row %d (id %d, tenant %v) was lost", i, g.id, g.tenant)
+			return fmt.Errorf("row %d (id %d, tenant %v) was lost", i, g.id, g.tenant)
 		}
 		if g.op == proto.OpMoveOut {
 			moveOuts++
@@ -278,22 +282,23 @@ func checkSplit(t *testing.T, resolve Resolve, in arrow.RecordBatch, gr []genRow
 		oldRow, newRow := g, gr[byID[g.id+1]]
 		oldR, newR := oracle(resolve, oldRow.tenant), oracle(resolve, newRow.tenant)
 		if oldR.Action == Deliver && seen[oldRow.id] != oldR.Destination {
-			t.Fatalf("move-out id %d not in old destination %q", oldRow.id, oldR.Destination)
+			return fmt.Errorf("move-out id %d not in old destination %q", oldRow.id, oldR.Destination)
 		}
 		if newR.Action == Deliver && seen[newRow.id] != newR.Destination {
-			t.Fatalf("moved-in id %d not in new destination %q", newRow.id, newR.Destination)
+			return fmt.Errorf("moved-in id %d not in new destination %q", newRow.id, newR.Destination)
 		}
 	}
 	if res.Dropped != dropped {
-		t.Fatalf("dropped %d, want %d", res.Dropped, dropped)
+		return fmt.Errorf("dropped %d, want %d", res.Dropped, dropped)
 	}
 	if res.MoveOuts != countOp(gr, proto.OpMoveOut) {
-		t.Fatalf("move-outs %d, want %d", res.MoveOuts, countOp(gr, proto.OpMoveOut))
+		return fmt.Errorf("move-outs %d, want %d", res.MoveOuts, countOp(gr, proto.OpMoveOut))
 	}
 	if res.Rows != len(gr) {
-		t.Fatalf("rows %d, want %d", res.Rows, len(gr))
+		return fmt.Errorf("rows %d, want %d", res.Rows, len(gr))
 	}
 	_ = moveOuts
+	return nil
 }
 
 func countOp(gr []genRow, op int8) int {
@@ -313,14 +318,22 @@ func TestSplitProperty(t *testing.T) {
 		t.Fatal(err)
 	}
 	dropRes, _ := List(map[string]string{"1": "one", "shop1": "s1"}, true)
-	iters := 60
+	iters := 30
 	if testing.Short() {
 		iters = 15
 	}
 	for _, typ := range types {
 		t.Run(typ.String(), func(t *testing.T) {
+			// Half the iterations allocate from a Pool shared across
+			// iterations: reused buffers hold the previous batch's bytes, so
+			// any byte a kernel forgets to write shows up as a wrong value.
+			pool := NewPool(1 << 30)
 			for it := range iters {
-				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				var base memory.Allocator = memory.NewGoAllocator()
+				if it%2 == 1 {
+					base = pool
+				}
+				mem := memory.NewCheckedAllocator(base)
 				r := rand.New(rand.NewPCG(uint64(it), uint64(typ.ID())))
 				tenants := genTenants(r, typ, 1+r.IntN(60))
 				if it%5 == 0 { // the listed values appear too
@@ -353,7 +366,9 @@ func TestSplitProperty(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkSplit(t, resolve, in, gr, res)
+				if err := checkSplit(resolve, in, gr, res); err != nil {
+					t.Fatal(err)
+				}
 				res.Release()
 				if in != rec {
 					in.Release()
@@ -467,5 +482,80 @@ func TestSplitRefusesBadBatches(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
 		})
+	}
+}
+
+// TestSplitIsolationNegativeControl switches tenant isolation off (a
+// move-out row follows its paired row to the new destination, the classic
+// bug) and shows the property check catches it.
+func TestSplitIsolationNegativeControl(t *testing.T) {
+	unsafeMoveOutFollowsPair = true
+	defer func() { unsafeMoveOutFollowsPair = false }()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	r := rand.New(rand.NewPCG(3, 3))
+	typ := arrow.BinaryTypes.String
+	tenants := []tenant{strp("a"), strp("b"), strp("c")}
+	rec, gr := genBatch(t, r, mem, typ, tenants, 500, false)
+	defer rec.Release()
+	res, err := New(mem, Auto(), 1).Split(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	err = checkSplit(Auto(), rec, gr, res)
+	if err == nil || !strings.Contains(err.Error(), "TENANT ISOLATION") {
+		t.Fatalf("with move-outs routed by their pair the check passed (%v): it cannot see the rule", err)
+	}
+	t.Logf("negative control caught: %v", err)
+}
+
+// TestTakeShortValuesAcrossRuns hammers the utf8 fast path's spill repair:
+// many runs of tiny and empty values, compared with a naive permutation.
+func TestTakeShortValuesAcrossRuns(t *testing.T) {
+	for it := range 40 {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		r := rand.New(rand.NewPCG(uint64(it), 9))
+		n := 1 + r.IntN(3000)
+		runsN := 1 + r.IntN(400)
+		b := array.NewStringBuilder(mem)
+		vals := make([]string, n)
+		for i := range vals {
+			vals[i] = strings.Repeat(string(rune('a'+r.IntN(26))), []int{0, 0, 1, 2, 3, 7, 15, 16, 17, 40}[r.IntN(10)])
+			b.Append(vals[i])
+		}
+		arr := b.NewArray()
+		b.Release()
+		ids := make([]int, n)
+		counts := make([]int, runsN)
+		for i := range ids {
+			ids[i] = r.IntN(runsN)
+			counts[ids[i]]++
+		}
+		starts := make([]int32, runsN)
+		tot := 0
+		for k, c := range counts {
+			starts[k] = int32(tot)
+			tot += c
+		}
+		cur := append([]int32(nil), starts...)
+		inv, perm := make([]int32, n), make([]int32, n)
+		for i, k := range ids {
+			inv[i], perm[cur[k]] = cur[k], int32(i)
+			cur[k]++
+		}
+		out, err := take(mem, arr, inv, streams{perm: perm, starts: starts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := out.(*array.String)
+		for j := 0; j < n; j++ {
+			if got.Value(j) != vals[perm[j]] {
+				t.Fatalf("iteration %d: row %d = %q, want %q", it, j, got.Value(j), vals[perm[j]])
+			}
+		}
+		out.Release()
+		arr.Release()
+		mem.AssertSize(t, 0)
 	}
 }

@@ -18,9 +18,18 @@ import (
 // keeps the caches warm where a gather would miss on nearly every read
 // (measured 1.7x faster on fixed width, more on utf8).
 
+// streams describes the permutation's output: perm is inv's inverse (new
+// row -> old row, relative to the rows being moved) and starts the first new
+// row of every destination's run, ascending. The utf8 kernel needs them to
+// repair what its 16-byte fast path may spill over a run's first values.
+type streams struct {
+	perm   []int32
+	starts []int32
+}
+
 // take returns arr permuted by inv, allocated from mem.
-func take(mem memory.Allocator, arr arrow.Array, inv, perm []int32) (arrow.Array, error) {
-	data, err := takeData(mem, arr.Data(), 0, inv, perm)
+func take(mem memory.Allocator, arr arrow.Array, inv []int32, st streams) (arrow.Array, error) {
+	data, err := takeData(mem, arr.Data(), 0, inv, st)
 	if err != nil {
 		return nil, err
 	}
@@ -53,9 +62,8 @@ func typed[T any](b []byte) []T {
 }
 
 // takeData permutes the logical rows [lo, lo+len(inv)) of d: row lo+k goes
-// to inv[k]. perm, when not nil, is inv's inverse (only the compute
-// fallback needs it; it is derived when missing).
-func takeData(mem memory.Allocator, d arrow.ArrayData, lo int, inv, perm []int32) (arrow.ArrayData, error) {
+// to inv[k].
+func takeData(mem memory.Allocator, d arrow.ArrayData, lo int, inv []int32, st streams) (arrow.ArrayData, error) {
 	n := len(inv)
 	off := d.Offset() + lo
 	bufs := d.Buffers()
@@ -70,13 +78,13 @@ func takeData(mem memory.Allocator, d arrow.ArrayData, lo int, inv, perm []int32
 		scatterBits(out.Bytes(), bufs[1].Bytes(), off, inv)
 		return newData(dt, n, []*memory.Buffer{validity, out}, nil, nulls), nil
 	case *arrow.StringType, *arrow.BinaryType:
-		offs, vals := scatterVar(mem, typed[int32](bufs[1].Bytes())[off:off+n+1], bufs[2], inv)
+		offs, vals := scatterVar(mem, typed[int32](bufs[1].Bytes())[off:off+n+1], bufs[2], inv, st)
 		return newData(dt, n, []*memory.Buffer{validity, offs, vals}, nil, nulls), nil
 	case *arrow.LargeStringType, *arrow.LargeBinaryType:
-		offs, vals := scatterVar(mem, typed[int64](bufs[1].Bytes())[off:off+n+1], bufs[2], inv)
+		offs, vals := scatterVar(mem, typed[int64](bufs[1].Bytes())[off:off+n+1], bufs[2], inv, st)
 		return newData(dt, n, []*memory.Buffer{validity, offs, vals}, nil, nulls), nil
 	case *arrow.ListType:
-		offs, child, err := scatterList(mem, typed[int32](bufs[1].Bytes())[off:off+n+1], d.Children()[0], inv)
+		offs, child, err := scatterList(mem, typed[int32](bufs[1].Bytes())[off:off+n+1], d.Children()[0], inv, st)
 		if err != nil {
 			releaseBufs([]*memory.Buffer{validity})
 			return nil, err
@@ -84,7 +92,7 @@ func takeData(mem memory.Allocator, d arrow.ArrayData, lo int, inv, perm []int32
 		defer child.Release()
 		return newData(dt, n, []*memory.Buffer{validity, offs}, []arrow.ArrayData{child}, nulls), nil
 	case *arrow.LargeListType:
-		offs, child, err := scatterList(mem, typed[int64](bufs[1].Bytes())[off:off+n+1], d.Children()[0], inv)
+		offs, child, err := scatterList(mem, typed[int64](bufs[1].Bytes())[off:off+n+1], d.Children()[0], inv, st)
 		if err != nil {
 			releaseBufs([]*memory.Buffer{validity})
 			return nil, err
@@ -121,11 +129,9 @@ func takeData(mem memory.Allocator, d arrow.ArrayData, lo int, inv, perm []int32
 		return newData(dt, n, []*memory.Buffer{validity, out}, nil, nulls), nil
 	}
 	releaseBufs([]*memory.Buffer{validity})
-	if perm == nil {
-		perm = make([]int32, n)
-		for k, q := range inv {
-			perm[q] = int32(lo + k)
-		}
+	perm := make([]int32, n)
+	for j, k := range st.perm {
+		perm[j] = int32(lo) + k
 	}
 	return takeCompute(mem, d, perm)
 }
@@ -191,7 +197,15 @@ func scatterBits(dst, src []byte, off int, inv []int32) int {
 
 // scatterVar permutes a variable-width (binary/utf8) column; offs are the
 // n+1 offsets of the rows being moved.
-func scatterVar[O int32 | int64](mem memory.Allocator, offs []O, valBuf *memory.Buffer, inv []int32) (*memory.Buffer, *memory.Buffer) {
+//
+// Values of up to 16 bytes move as one unaligned 16-byte load and store
+// instead of a memmove call. The store may spill up to 15 bytes past the
+// value: inside a destination's run that only touches rows written later
+// (runs are written in input order, which is their order), but the last
+// value of a run may spill over the first bytes of the next run, written
+// earlier. So afterwards every value that starts within 16 bytes of a run's
+// start is copied again, exactly.
+func scatterVar[O int32 | int64](mem memory.Allocator, offs []O, valBuf *memory.Buffer, inv []int32, st streams) (*memory.Buffer, *memory.Buffer) {
 	n := len(inv)
 	var z O
 	ob := newBuf(mem, (n+1)*int(unsafe.Sizeof(z)))
@@ -211,17 +225,33 @@ func scatterVar[O int32 | int64](mem memory.Allocator, offs []O, valBuf *memory.
 	if valBuf != nil {
 		src = valBuf.Bytes()
 	}
-	vb := newBuf(mem, int(pos))
+	vb := newBuf(mem, int(pos)+16)
 	dst := vb.Bytes()
+	fast := st.perm != nil
 	for k, q := range inv {
-		copy(dst[dstOffs[q]:], src[offs[k]:offs[k+1]])
+		s, e, p := offs[k], offs[k+1], dstOffs[q]
+		if fast && e-s <= 16 && int(s)+16 <= len(src) {
+			*(*[16]byte)(dst[p : p+16]) = *(*[16]byte)(src[s : s+16])
+			continue
+		}
+		copy(dst[p:], src[s:e])
 	}
+	if fast {
+		for _, j := range st.starts {
+			limit := dstOffs[j] + 16
+			for ; int(j) < n && dstOffs[j] < limit; j++ {
+				k := st.perm[j]
+				copy(dst[dstOffs[j]:dstOffs[j+1]], src[offs[k]:offs[k+1]])
+			}
+		}
+	}
+	vb.ResizeNoShrink(int(pos))
 	return ob, vb
 }
 
 // scatterList permutes a list column: its offsets like a variable-width
 // column's, and its child's element ranges to follow their rows.
-func scatterList[O int32 | int64](mem memory.Allocator, offs []O, child arrow.ArrayData, inv []int32) (*memory.Buffer, arrow.ArrayData, error) {
+func scatterList[O int32 | int64](mem memory.Allocator, offs []O, child arrow.ArrayData, inv []int32, st streams) (*memory.Buffer, arrow.ArrayData, error) {
 	n := len(inv)
 	var z O
 	ob := newBuf(mem, (n+1)*int(unsafe.Sizeof(z)))
@@ -236,16 +266,29 @@ func scatterList[O int32 | int64](mem memory.Allocator, offs []O, child arrow.Ar
 		pos += l
 	}
 	dstOffs[n] = pos
-	// Child elements [offs[0], offs[n]) move with their rows.
+	// Child elements [offs[0], offs[n]) move with their rows; the child's
+	// runs start where its rows' runs start.
 	base := offs[0]
-	childInv := make([]int32, int(offs[n]-base))
+	m := int(offs[n] - base)
+	childInv := make([]int32, m)
+	cst := streams{}
+	if st.perm != nil {
+		cst.perm = make([]int32, m)
+		cst.starts = make([]int32, len(st.starts))
+		for i, j := range st.starts {
+			cst.starts[i] = int32(dstOffs[j])
+		}
+	}
 	for k, q := range inv {
 		d := dstOffs[q] - offs[k]
 		for e := offs[k]; e < offs[k+1]; e++ {
 			childInv[e-base] = int32(e + d)
+			if cst.perm != nil {
+				cst.perm[e+d] = int32(e - base)
+			}
 		}
 	}
-	c, err := takeData(mem, child, int(base), childInv, nil)
+	c, err := takeData(mem, child, int(base), childInv, cst)
 	if err != nil {
 		ob.Release()
 		return nil, nil, err

@@ -62,6 +62,7 @@ func newRoot() *cobra.Command {
 		newWaitCmd(g),
 		newReadCmd(g),
 		newCatalogCmd(g),
+		newDLQCmd(g), newSlotCmd(g),
 		newVersionCmd(),
 	)
 	return root

@@ -1,0 +1,100 @@
+package reader
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A standby takes over within seconds when the active reader dies without
+// releasing its lease, and nothing committed meanwhile is lost.
+func TestHATakeover(t *testing.T) {
+	e := newEnv(t, "public.items")
+	e.exec(schemaSQL)
+	a := e.start(e.newReader("a", func(r *Reader) { r.noRelease = true }))
+	waitStreaming(t, a)
+	b := e.start(e.newReader("b", nil))
+	eventually(t, 5*time.Second, func() error {
+		if s := b.r.Status().State; s != "standby" {
+			return fmt.Errorf("b is %s", s)
+		}
+		return nil
+	})
+	e.exec(`INSERT INTO items VALUES ('t', 1, 'before')`)
+	waitRows(t, e, 1)
+	killed := time.Now()
+	e.kill(a)
+	e.exec(`INSERT INTO items VALUES ('t', 2, 'during')`)
+	waitStreaming(t, b)
+	took := time.Since(killed)
+	t.Logf("takeover after %s (lease_ttl %s)", took.Round(10*time.Millisecond), e.cfg.Reader.LeaseTTL)
+	if took > 3*e.cfg.Reader.LeaseTTL {
+		t.Errorf("takeover took %s", took)
+	}
+	e.exec(`INSERT INTO items VALUES ('t', 3, 'after')`)
+	rows := waitRows(t, e, 3)
+	seen := map[int64]bool{}
+	for _, r := range rows {
+		seen[r.vals["id"].(int64)] = true
+	}
+	for i := int64(1); i <= 3; i++ {
+		if !seen[i] {
+			t.Errorf("id %d lost in the takeover", i)
+		}
+	}
+	if st := b.r.Status(); st.LeaseTerm < 2 || st.Holder != "b" {
+		t.Errorf("b status %+v", st)
+	}
+}
+
+// Validation failures name the problem and what to run.
+func TestValidation(t *testing.T) {
+	cases := []struct {
+		name, sql, table, want string
+	}{
+		{"missing table", ``, "public.nope", "does not exist"},
+		{"no key", `CREATE TABLE t (tenant_id text, id int)`, "public.t", "ADD PRIMARY KEY"},
+		{"routing not in identity", `CREATE TABLE t (tenant_id text, id int PRIMARY KEY)`, "public.t", "ALTER TABLE public.t REPLICA IDENTITY FULL;"},
+		{"no routing column", `CREATE TABLE t (org text, id int PRIMARY KEY)`, "public.t", `no routing column "tenant_id"`},
+		{"reserved column", `CREATE TABLE t (tenant_id text, id int, _sluice_x int, PRIMARY KEY (tenant_id, id))`, "public.t", "reserved"},
+		{"identity nothing", `CREATE TABLE t (tenant_id text, id int, PRIMARY KEY (tenant_id, id)); ALTER TABLE t REPLICA IDENTITY NOTHING`, "public.t", "REPLICA IDENTITY NOTHING"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, c.table)
+			if c.sql != "" {
+				e.exec(c.sql)
+			}
+			r := e.newReader("v", nil)
+			pool := e.statePool()
+			defer pool.Close()
+			r.deps.State = pool
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := r.Run(ctx)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// A table added to the configuration is added to the publication.
+func TestPublicationAddsTable(t *testing.T) {
+	e := newEnv(t, "public.items")
+	e.exec(schemaSQL + `CREATE TABLE more (tenant_id text, id int, PRIMARY KEY (tenant_id, id));`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	run.stop(t)
+	e.cfg.Source.Tables = []string{"public.items", "public.more"}
+	run = e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	e.exec(`INSERT INTO more VALUES ('t', 1)`)
+	rows := waitRows(t, e, 1)
+	if rows[0].table != "public.more" {
+		t.Errorf("got %v", rows[0])
+	}
+}

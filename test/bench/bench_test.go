@@ -1,0 +1,294 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/pgtest"
+	"github.com/sluice-cdc/sluice/test/kit"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Shutdown()
+	kit.Cleanup()
+	os.Exit(code)
+}
+
+type result struct {
+	tenants       int
+	rows          int
+	load, visible time.Duration
+	rowsPerSec    float64
+	offered       int
+	samples       int
+	p50, p99, max time.Duration
+	err           string
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDur(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func tenantCounts() []int {
+	v := os.Getenv("SLUICE_BENCH_TENANTS")
+	if v == "" {
+		return []int{10, 1000, 10000}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// BenchmarkEndToEnd prints one line per tenant count: rows/s from commit to
+// published snapshot, and commit-to-visible p50/p99 at 5,000 rows/s with a
+// 1 s flush interval.
+func BenchmarkEndToEnd(b *testing.B) {
+	var results []result
+	for _, tenants := range tenantCounts() {
+		b.Run(fmt.Sprintf("tenants=%d", tenants), func(b *testing.B) {
+			r := run(b, tenants)
+			results = append(results, r)
+			if r.err != "" {
+				b.Error(r.err)
+				return
+			}
+			b.ReportMetric(r.rowsPerSec, "rows/s")
+			b.ReportMetric(float64(r.p50.Milliseconds()), "p50-ms")
+			b.ReportMetric(float64(r.p99.Milliseconds()), "p99-ms")
+		})
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nsluice end to end (one process, flush_interval 1s, publisher.interval 200ms, %d partitions)\n", 16)
+	fmt.Fprintf(&sb, "%8s  %9s  %11s  %10s  %9s  %8s  %8s  %8s  %s\n", "tenants", "rows", "rows/s", "drain", "offered", "p50", "p99", "max", "")
+	for _, r := range results {
+		fmt.Fprintf(&sb, "%8d  %9d  %11.0f  %10s  %7d/s  %8s  %8s  %8s  %s\n", r.tenants, r.rows, r.rowsPerSec,
+			r.visible.Round(10*time.Millisecond), r.offered, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.max.Round(time.Millisecond), r.err)
+	}
+	fmt.Print(sb.String())
+}
+
+func run(b *testing.B, tenants int) result {
+	res := result{tenants: tenants, rows: envInt("SLUICE_BENCH_ROWS", 300000), offered: 5000}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	dsn := pgtest.NewDB(b)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE public.bench_events (tenant_id text NOT NULL, id bigint NOT NULL,
+		v bigint NOT NULL, note text, PRIMARY KEY (tenant_id, id))`); err != nil {
+		b.Fatal(err)
+	}
+	settings := kit.Settings{FlushInterval: "1s", PublisherInterval: "200ms", Partitions: 16, LogLevel: "warn"}
+	var p kit.Pipeline
+	dir := b.TempDir()
+	src := kit.Source{DSN: dsn, Tables: []string{"public.bench_events"}, Slot: "sluice_bench"}
+	if os.Getenv("SLUICE_BENCH_MODE") == "multi" {
+		p, err = kit.NewCluster(dir, src, settings, kit.Counts{Readers: 1, Routers: 2, Flushers: 2, Indexers: 2, Publishers: 1})
+	} else {
+		p, err = kit.NewDev(dir, src, settings)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop()
+	if err := p.EnsureRunning(ctx); err != nil {
+		b.Fatal(err)
+	}
+	// Wait for the pipeline to be live (first snapshot at the current LSN).
+	var lsn string
+	_ = pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn)
+	if _, err := kit.Wait(ctx, p.Server(), lsn, 3*time.Minute); err != nil {
+		res.err = fmt.Sprintf("pipeline never published: %v", err)
+		return res
+	}
+	b.ResetTimer()
+
+	// Throughput.
+	const txRows = 10000
+	start := time.Now()
+	var next int64
+	var mu sync.Mutex
+	eg, ectx := errgroup.WithContext(ctx)
+	for w := 0; w < 2; w++ {
+		eg.Go(func() error {
+			for {
+				mu.Lock()
+				lo := next
+				next += txRows
+				mu.Unlock()
+				if lo >= int64(res.rows) {
+					return nil
+				}
+				hi := min(lo+txRows, int64(res.rows)) - 1
+				if _, err := pool.Exec(ectx, `INSERT INTO public.bench_events SELECT 't' || (g % $3), g, g * 2, 'n' || (g % 97)
+					FROM generate_series($1::bigint, $2::bigint) g`, lo, hi, tenants); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	res.load = time.Since(start)
+	_ = pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn)
+	if _, err := kit.Wait(ctx, p.Server(), lsn, 10*time.Minute); err != nil {
+		res.err = fmt.Sprintf("throughput: never caught up with %s: %v", lsn, err)
+		return res
+	}
+	res.visible = time.Since(start)
+	res.rowsPerSec = float64(res.rows) / res.visible.Seconds()
+	b.Logf("tenants %d: %d rows loaded in %s, visible after %s: %.0f rows/s", tenants, res.rows, res.load, res.visible, res.rowsPerSec)
+
+	// Latency at a fixed offered rate.
+	lat, err := latency(ctx, pool, p.Server(), tenants, res.rows, envDur("SLUICE_BENCH_LATENCY", 30*time.Second))
+	if err != nil {
+		res.err = err.Error()
+		return res
+	}
+	res.samples = len(lat)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	res.p50, res.p99, res.max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+	b.Logf("tenants %d: %d commits at %d rows/s: p50 %s p99 %s max %s", tenants, len(lat), res.offered, res.p50, res.p99, res.max)
+	return res
+}
+
+type commit struct {
+	at  time.Time
+	lsn proto.LSN
+}
+
+// latency offers 5,000 rows/s (500 rows every 100 ms) for d and returns
+// each commit's commit-to-visible time.
+func latency(ctx context.Context, pool *pgxpool.Pool, server string, tenants, base int, d time.Duration) ([]time.Duration, error) {
+	var commits []commit
+	type seen struct {
+		at  time.Time
+		lsn proto.LSN
+	}
+	var (
+		mu      sync.Mutex
+		through []seen
+	)
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	pollDone := make(chan struct{})
+	go func() {
+		defer close(pollDone)
+		hc := &http.Client{Timeout: 5 * time.Second}
+		var last proto.LSN
+		for pollCtx.Err() == nil {
+			if l, err := latestThrough(pollCtx, hc, server); err == nil && l > last {
+				last = l
+				mu.Lock()
+				through = append(through, seen{time.Now(), l})
+				mu.Unlock()
+			}
+			select {
+			case <-pollCtx.Done():
+			case <-time.After(25 * time.Millisecond):
+			}
+		}
+	}()
+	id := int64(base)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		<-tick.C
+		var lsn string
+		err := pool.QueryRow(ctx, `WITH ins AS (INSERT INTO public.bench_events SELECT 't' || (g % $3), g, g * 2, 'l'
+			FROM generate_series($1::bigint, $2::bigint) g RETURNING 1) SELECT count(*)::text FROM ins`, id, id+499, tenants).Scan(&lsn)
+		if err != nil {
+			return nil, err
+		}
+		at := time.Now()
+		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+			return nil, err
+		}
+		l, err := proto.ParseLSN(lsn)
+		if err != nil {
+			return nil, err
+		}
+		commits = append(commits, commit{at, l})
+		id += 500
+	}
+	// Wait until the last commit is visible.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		mu.Lock()
+		done := len(through) > 0 && through[len(through)-1].lsn >= commits[len(commits)-1].lsn
+		mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("latency: the last commit never became visible")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopPoll()
+	<-pollDone
+	var out []time.Duration
+	j := 0
+	for _, c := range commits {
+		for j < len(through) && through[j].lsn < c.lsn {
+			j++
+		}
+		out = append(out, through[j].at.Sub(c.at))
+	}
+	return out, nil
+}
+
+func latestThrough(ctx context.Context, hc *http.Client, server string) (proto.LSN, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/v1/snapshots/latest", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var s struct {
+		ThroughLSN string `json:"through_lsn"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return 0, err
+	}
+	return proto.ParseLSN(s.ThroughLSN)
+}

@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluice-cdc/sluice/shared/workload"
+	"github.com/sluice-cdc/sluice/test/kit"
+)
+
+// soakDuration is SLUICE_SOAK_DURATION (make soak), else the short soak of
+// make test.
+func soakDuration(t testing.TB) time.Duration {
+	if v := os.Getenv("SLUICE_SOAK_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SLUICE_SOAK_DURATION: %v", err)
+		}
+		return d
+	}
+	return 90 * time.Second
+}
+
+// soak runs the workload for a while against a pipeline while a chaos loop
+// SIGKILLs random service processes and restarts them, restarts the
+// broker (multi-process mode) and crashes Postgres once; then it restarts
+// whatever is down, waits for the final LSN and runs the oracle. env adds
+// SLUICE_* settings (the negative controls' unsafe switches).
+func soak(t *testing.T, m mode, tune func(*kit.Chaos), env ...string) (kit.Report, kit.ChaosStats, kit.Pipeline) {
+	if testing.Short() {
+		t.Skip("crash soak")
+	}
+	d := soakDuration(t)
+	ctx, cancel := context.WithTimeout(context.Background(), d+12*time.Minute)
+	defer cancel()
+	pg, err := kit.StartPostgres(ctx, "soak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	dsn := pg.C.DSN("soak")
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	o := wlOptions(uint64(time.Now().UnixNano()))
+	o.Duration = d
+	o.Rate = 60
+	g, err := workload.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workload.Schema(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Populate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	defer artifacts(t, dir)
+	p, natsProc := m(t, dir, wlSource(dsn), kit.Settings{Env: env})
+	defer func() { _ = p.Stop() }()
+	if err := p.EnsureRunning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	chaos := &kit.Chaos{Pipeline: p, NATS: natsProc, Postgres: pg, Every: 6 * time.Second, Seed: o.Seed, Log: t.Logf}
+	if c, ok := p.(*kit.Cluster); ok {
+		chaos.Rare = []*kit.Proc{c.Catalog}
+	}
+	if tune != nil {
+		tune(chaos)
+	}
+	chaosCtx, stopChaos := context.WithCancel(ctx)
+	chaosDone := make(chan kit.ChaosStats, 1)
+	go func() { chaosDone <- chaos.Run(chaosCtx, d) }()
+	st, err := g.Run(ctx, pool)
+	stopChaos()
+	cs := <-chaosDone
+	if err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	t.Logf("workload: %v", st)
+	t.Logf("chaos: %v", cs)
+	if err := p.EnsureRunning(ctx); err != nil {
+		t.Fatalf("restarting after the chaos: %v", err)
+	}
+	rep := settle(t, ctx, p, pool, dsn, g.Tenants())
+	t.Logf("SOAK %s: survived %s; checked %d rows in %d destination tables; loss (missing) %d, duplicates %d, phantoms %d, wrong values %d, leaked %d",
+		d, cs, rep.Rows, rep.Destinations, rep.Missing, rep.Duplicate, rep.Phantom, rep.Differ, rep.Leaked)
+	return rep, cs, p
+}
+
+// TestSoakOneProcess: kill -9 of `sluice dev` at random times (embedded
+// broker and catalog die with it), a Postgres crash; then the oracle.
+func TestSoakOneProcess(t *testing.T) {
+	rep, _, _ := soak(t, oneProcess, nil)
+	report(t, rep)
+}
+
+// TestSoakMultiProcess: kill -9 of random service processes, nats-server
+// restarts, one catalog-host kill, a Postgres crash; then the oracle.
+func TestSoakMultiProcess(t *testing.T) {
+	rep, _, _ := soak(t, multiProcess, nil)
+	report(t, rep)
+}

@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluice-cdc/sluice/shared/pgtest"
+	"github.com/sluice-cdc/sluice/shared/workload"
+	"github.com/sluice-cdc/sluice/test/kit"
+)
+
+// mode builds a pipeline over src in dir.
+type mode func(t testing.TB, dir string, src kit.Source, s kit.Settings) (kit.Pipeline, *kit.Proc)
+
+func oneProcess(t testing.TB, dir string, src kit.Source, s kit.Settings) (kit.Pipeline, *kit.Proc) {
+	d, err := kit.NewDev(dir, src, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, nil
+}
+
+func multiProcess(t testing.TB, dir string, src kit.Source, s kit.Settings) (kit.Pipeline, *kit.Proc) {
+	c, err := kit.NewCluster(dir, src, s, kit.DefaultCounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, c.NATS
+}
+
+func wlSource(dsn string) kit.Source {
+	return kit.Source{DSN: dsn, Tables: workload.TableNames(), RoutingColumns: workload.RoutingColumns()}
+}
+
+func wlTables() []kit.Table {
+	var out []kit.Table
+	for _, t := range workload.Tables() {
+		out = append(out, kit.Table{Name: t.Name, Keys: t.Keys, Routing: t.Routing})
+	}
+	return out
+}
+
+// wlOptions are the workload of the oracle tests; SLUICE_E2E_MOVE_TOAST
+// sets Mix.MoveToast (rows moving between tenants with an unchanged
+// TOASTed body).
+func wlOptions(seed uint64) workload.Options {
+	o := workload.Options{Seed: seed, Tenants: 80, Workers: 4, InitialRows: 1500, LargeEvery: 300, LargeRows: 12000,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	o.Mix = workload.DefaultMix
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_E2E_MOVE_TOAST")); err == nil {
+		o.Mix.MoveToast = v
+	}
+	return o
+}
+
+func currentLSN(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var lsn string
+	err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn)
+	return lsn, err
+}
+
+// settle waits for the pipeline to publish the source's current LSN and
+// runs the oracle over every table and every tenant the workload used.
+func settle(t testing.TB, ctx context.Context, p kit.Pipeline, pool *pgxpool.Pool, dsn string, tenants []string) kit.Report {
+	t.Helper()
+	lsn, err := currentLSN(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took, err := kit.Wait(ctx, p.Server(), lsn, 4*time.Minute)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v\n%s", lsn, err, p.Tail())
+	}
+	t.Logf("snapshot through %s after %s", lsn, took.Round(time.Millisecond))
+	rep, err := kit.Check(ctx, dsn, p.Server(), kit.CheckOptions{Tables: wlTables(), Tenants: tenants})
+	if err != nil {
+		t.Fatalf("oracle: %v\n%s", err, p.Tail())
+	}
+	return rep
+}
+
+func report(t testing.TB, rep kit.Report) {
+	t.Helper()
+	t.Log(rep)
+	if !rep.OK() {
+		t.Errorf("the destinations differ from the source: %s\nfirst differences:\n  %s", rep, strings.Join(rep.Diffs, "\n  "))
+	}
+}
+
+// runOracle: populate (backfill), start the pipeline, run the workload
+// live, wait for the final LSN, check every destination.
+func runOracle(t *testing.T, m mode) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dsn := pgtest.NewDB(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	o := wlOptions(42)
+	o.Transactions = 1500
+	g, err := workload.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workload.Schema(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Populate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	defer artifacts(t, dir)
+	p, _ := m(t, dir, wlSource(dsn), kit.Settings{})
+	defer func() {
+		if err := p.Stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	}()
+	if err := p.EnsureRunning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := g.Run(ctx, pool)
+	if err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	t.Logf("workload: %v", st)
+	report(t, settle(t, ctx, p, pool, dsn, g.Tenants()))
+}
+
+// TestOracleOneProcess: the workload against `sluice dev`.
+func TestOracleOneProcess(t *testing.T) { runOracle(t, oneProcess) }
+
+// TestOracleMultiProcess: the workload against separate processes: a real
+// nats-server, the catalog host, 2 readers (one standby), 2 routers, 3
+// flushers, 2 indexers, 2 publishers.
+func TestOracleMultiProcess(t *testing.T) { runOracle(t, multiProcess) }
+
+var _ = fmt.Sprint

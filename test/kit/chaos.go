@@ -1,0 +1,214 @@
+package kit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-cdc/sluice/shared/pgcluster"
+	"github.com/sluice-cdc/sluice/shared/pgtest"
+)
+
+// Postgres is a private cluster a test may kill and restart (the shared
+// pgtest cluster must not be restarted under other tests).
+type Postgres struct {
+	C    *pgcluster.Cluster
+	root string
+	opts pgcluster.Options
+}
+
+// StartPostgres starts a private cluster under a fresh directory (removed
+// by a watchdog when the test binary exits) and creates database db.
+func StartPostgres(ctx context.Context, db string) (*Postgres, error) {
+	root, err := os.MkdirTemp("", "sluice-kit-pg-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(root, 0o777); err != nil {
+		return nil, err
+	}
+	settings := map[string]string{}
+	for k, v := range pgtest.Settings {
+		settings[k] = v
+	}
+	settings["max_connections"] = "200"
+	opts := pgcluster.Options{Dir: filepath.Join(root, "data"), Settings: settings}
+	c, err := pgcluster.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Watchdog(os.Getpid(), root); err != nil {
+		_ = c.Kill()
+		return nil, err
+	}
+	if err := c.CreateDatabase(ctx, db); err != nil {
+		_ = c.Kill()
+		return nil, err
+	}
+	opts.Port = c.Port()
+	return &Postgres{C: c, root: root, opts: opts}, nil
+}
+
+// Crash stops the server in immediate mode (no checkpoint: crash recovery
+// on start) and starts it again on the same port.
+func (p *Postgres) Crash(ctx context.Context) error {
+	if err := p.C.Kill(); err != nil {
+		return fmt.Errorf("killing postgres: %w", err)
+	}
+	c, err := pgcluster.Start(ctx, p.opts)
+	if err != nil {
+		return fmt.Errorf("restarting postgres: %w", err)
+	}
+	p.C = c
+	return nil
+}
+
+// Close kills the server and removes its files.
+func (p *Postgres) Close() {
+	_ = p.C.Kill()
+	os.RemoveAll(p.root)
+}
+
+// Chaos kills and restarts things at random while a workload runs.
+type Chaos struct {
+	Pipeline Pipeline
+	// NATS, when set, is killed and restarted now and then (a broker
+	// restart). Nil in one-process mode, where the broker is in-process.
+	NATS *Proc
+	// Postgres, when set, is crashed and restarted once, halfway.
+	Postgres *Postgres
+	// Extra victims killed rarely (e.g. the catalog host).
+	Rare []*Proc
+	// NATSShare is the share of faults that restart the broker; default 0.2.
+	NATSShare float64
+	// Every is the mean pause between faults; default 8s.
+	Every time.Duration
+	Seed  uint64
+	Log   func(format string, args ...any)
+}
+
+// ChaosStats count the faults survived.
+type ChaosStats struct {
+	Kills            map[string]int // SIGKILLs per process name
+	NATSRestarts     int
+	PostgresRestarts int
+	RestartFailures  []string
+}
+
+func (s ChaosStats) Total() int {
+	n := s.NATSRestarts + s.PostgresRestarts
+	for _, k := range s.Kills {
+		n += k
+	}
+	return n
+}
+
+func (s ChaosStats) String() string {
+	var names []string
+	for k := range s.Kills {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, s.Kills[k]))
+	}
+	return fmt.Sprintf("%d faults: kill -9 [%s], nats-server restarts %d, postgres crashes %d, restart failures %d",
+		s.Total(), strings.Join(parts, " "), s.NATSRestarts, s.PostgresRestarts, len(s.RestartFailures))
+}
+
+// Run injects faults until ctx ends, then leaves everything running.
+func (c *Chaos) Run(ctx context.Context, d time.Duration) ChaosStats {
+	if c.Every == 0 {
+		c.Every = 8 * time.Second
+	}
+	if c.NATSShare == 0 {
+		c.NATSShare = 0.2
+	}
+	if c.Log == nil {
+		c.Log = func(string, ...any) {}
+	}
+	r := rand.New(rand.NewPCG(c.Seed, 99))
+	st := ChaosStats{Kills: map[string]int{}}
+	start := time.Now()
+	pgDone := c.Postgres == nil
+	rareDone := len(c.Rare) == 0
+	var wg sync.WaitGroup
+	var mu sync.Mutex // guards st.RestartFailures
+	defer wg.Wait()
+	restart := func(p *Proc) {
+		// Restart in the background: the next fault may hit while a
+		// process is still starting, as in production.
+		wg.Add(1)
+		delay := time.Duration(r.IntN(1500)) * time.Millisecond
+		go func() {
+			defer wg.Done()
+			time.Sleep(delay)
+			for attempt := 0; ; attempt++ {
+				if err := p.Start(context.Background()); err == nil {
+					return
+				} else if attempt >= 5 {
+					c.Log("chaos: %s did not restart: %v", p.Name, err)
+					mu.Lock()
+					st.RestartFailures = append(st.RestartFailures, p.Name)
+					mu.Unlock()
+					return
+				}
+				time.Sleep(time.Second)
+			}
+		}()
+	}
+	for {
+		pause := time.Duration(float64(c.Every) * (0.3 + 1.4*r.Float64()))
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return st
+		case <-time.After(pause):
+		}
+		elapsed := time.Since(start)
+		switch {
+		case !pgDone && elapsed > d/2:
+			pgDone = true
+			c.Log("chaos: crashing postgres")
+			if err := c.Postgres.Crash(context.Background()); err != nil {
+				c.Log("chaos: %v", err)
+				st.RestartFailures = append(st.RestartFailures, "postgres")
+			}
+			st.PostgresRestarts++
+		case !rareDone && elapsed > d/3:
+			rareDone = true
+			p := c.Rare[r.IntN(len(c.Rare))]
+			c.Log("chaos: kill -9 %s", p.Name)
+			p.Kill()
+			st.Kills[p.Name]++
+			restart(p)
+		case c.NATS != nil && r.Float64() < c.NATSShare:
+			c.Log("chaos: restarting nats-server (kill -9)")
+			c.NATS.Kill()
+			st.NATSRestarts++
+			restart(c.NATS)
+		default:
+			var alive []*Proc
+			for _, p := range c.Pipeline.Services() {
+				if p.Running() {
+					alive = append(alive, p)
+				}
+			}
+			if len(alive) == 0 {
+				continue
+			}
+			p := alive[r.IntN(len(alive))]
+			c.Log("chaos: kill -9 %s", p.Name)
+			p.Kill()
+			st.Kills[p.Name]++
+			restart(p)
+		}
+	}
+}

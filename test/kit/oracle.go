@@ -1,0 +1,336 @@
+package kit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// Table is one captured table as the oracle sees it.
+type Table struct {
+	Name    string   // schema.table
+	Keys    []string // primary key columns
+	Routing string   // routing column
+}
+
+// CheckOptions configure the oracle.
+type CheckOptions struct {
+	Tables []Table
+	// Tenants are routing values to check besides those the source holds
+	// now (every value the workload ever used): a destination whose tenant
+	// has no rows left must read empty.
+	Tenants []string
+	// Snapshot pins every read to one version; 0 pins the latest.
+	Snapshot uint64
+	// Parallel reads; default 4.
+	Parallel int
+	// MaxDiffs kept in the report; default 40.
+	MaxDiffs int
+}
+
+// Report is the oracle's verdict.
+type Report struct {
+	Snapshot     uint64
+	ThroughLSN   string
+	Destinations int // (destination, table) pairs read
+	Rows         int // rows read
+	SourceRows   int
+	Missing      int // in the source, not in the destination
+	Phantom      int // in the destination, not in the source
+	Duplicate    int // a key read twice
+	Differ       int // same key, different values
+	Leaked       int // a row of another tenant
+	ReadErrors   int
+	Diffs        []string
+	Elapsed      time.Duration
+}
+
+// OK reports whether the destinations equal the source.
+func (r Report) OK() bool {
+	return r.Missing+r.Phantom+r.Duplicate+r.Differ+r.Leaked+r.ReadErrors == 0
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("snapshot %d (through %s): %d destination tables, %d rows read, %d source rows: %d missing, %d phantom, %d duplicate, %d differ, %d leaked, %d read errors (%s)",
+		r.Snapshot, r.ThroughLSN, r.Destinations, r.Rows, r.SourceRows, r.Missing, r.Phantom, r.Duplicate, r.Differ, r.Leaked, r.ReadErrors, r.Elapsed.Round(time.Millisecond))
+}
+
+type snapshot struct {
+	Version    uint64 `json:"version"`
+	ThroughLSN string `json:"through_lsn"`
+}
+
+// Latest returns the latest published snapshot's version and through_lsn.
+func Latest(ctx context.Context, server string) (uint64, string, error) {
+	out, err := CLI(ctx, server, "snapshots", "--json")
+	if err != nil {
+		return 0, "", err
+	}
+	var snaps []snapshot
+	if err := json.Unmarshal([]byte(out), &snaps); err != nil {
+		return 0, "", fmt.Errorf("decoding snapshots: %w: %q", err, out)
+	}
+	if len(snaps) == 0 {
+		return 0, "", fmt.Errorf("no snapshot published")
+	}
+	s := snaps[len(snaps)-1]
+	return s.Version, s.ThroughLSN, nil
+}
+
+// Check compares every destination's copy of every table, read with
+// `sluice read --format jsonl --snapshot V`, with the source's
+// to_jsonb(row) (TimeZone UTC) of that tenant's rows. Rows are matched by
+// primary key; values are compared as JSON values (numbers exactly, as
+// rationals; timestamps as instants).
+func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, error) {
+	start := time.Now()
+	if o.Parallel == 0 {
+		o.Parallel = 4
+	}
+	if o.MaxDiffs == 0 {
+		o.MaxDiffs = 40
+	}
+	var rep Report
+	if o.Snapshot == 0 {
+		v, through, err := Latest(ctx, server)
+		if err != nil {
+			return rep, err
+		}
+		rep.Snapshot, rep.ThroughLSN = v, through
+	} else {
+		rep.Snapshot = o.Snapshot
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return rep, fmt.Errorf("connecting to the source: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'"); err != nil {
+		return rep, err
+	}
+	var mu sync.Mutex
+	diff := func(kind *int, format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		*kind++
+		if len(rep.Diffs) < o.MaxDiffs {
+			rep.Diffs = append(rep.Diffs, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, t := range o.Tables {
+		// The source, grouped by tenant.
+		want := map[string]map[string]any{}
+		for _, tenant := range o.Tenants {
+			want[tenant] = map[string]any{}
+		}
+		rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT %s::text, to_jsonb(x)::text FROM %s x`, pgx.Identifier{t.Routing}.Sanitize(), t.Name))
+		if err != nil {
+			return rep, fmt.Errorf("reading %s from the source: %w", t.Name, err)
+		}
+		for rows.Next() {
+			var tenant *string
+			var line string
+			if err := rows.Scan(&tenant, &line); err != nil {
+				rows.Close()
+				return rep, err
+			}
+			if tenant == nil {
+				continue // unroutable: dead-lettered, never in a destination
+			}
+			r, err := decode(line)
+			if err != nil {
+				rows.Close()
+				return rep, err
+			}
+			if want[*tenant] == nil {
+				want[*tenant] = map[string]any{}
+			}
+			want[*tenant][keyOf(r, t.Keys)] = norm(r)
+			rep.SourceRows++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return rep, err
+		}
+		tenants := make([]string, 0, len(want))
+		for k := range want {
+			tenants = append(tenants, k)
+		}
+		sort.Strings(tenants)
+
+		eg, ectx := errgroup.WithContext(ctx)
+		eg.SetLimit(o.Parallel)
+		for _, tenant := range tenants {
+			eg.Go(func() error {
+				dest, err := proto.DestinationName(tenant)
+				if err != nil {
+					return nil // unroutable values never reach a destination
+				}
+				label := fmt.Sprintf("%s/%s", t.Name, dest)
+				out, err := CLI(ectx, server, "read", "--destination", dest, "--table", t.Name, "--format", "jsonl",
+					"--snapshot", fmt.Sprint(rep.Snapshot))
+				if err != nil {
+					if len(want[tenant]) == 0 && (strings.Contains(err.Error(), "404") || strings.Contains(err.Error(), "not found")) {
+						return nil // nothing to read, nothing expected
+					}
+					diff(&rep.ReadErrors, "%s: read failed: %v", label, err)
+					return nil
+				}
+				got := map[string]any{}
+				n := 0
+				for _, l := range strings.Split(out, "\n") {
+					if strings.TrimSpace(l) == "" {
+						continue
+					}
+					n++
+					r, err := decode(l)
+					if err != nil {
+						diff(&rep.ReadErrors, "%s: undecodable row %q: %v", label, l, err)
+						continue
+					}
+					if v, ok := r[t.Routing].(string); !ok || v != tenant {
+						diff(&rep.Leaked, "%s: row of tenant %v leaked in: %s", label, r[t.Routing], l)
+					}
+					k := keyOf(r, t.Keys)
+					if _, dup := got[k]; dup {
+						diff(&rep.Duplicate, "%s: key %s read twice", label, k)
+					}
+					got[k] = norm(r)
+				}
+				mu.Lock()
+				rep.Rows += n
+				rep.Destinations++
+				mu.Unlock()
+				compare(label, want[tenant], got, diff, &rep)
+				return nil
+			})
+		}
+		if err := eg.Wait(); err != nil {
+			return rep, err
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+func compare(label string, want, got map[string]any, diff func(*int, string, ...any), rep *Report) {
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w, inW := want[k]
+		g, inG := got[k]
+		switch {
+		case !inG:
+			diff(&rep.Missing, "%s: missing key %s: want %s", label, k, js(w))
+		case !inW:
+			diff(&rep.Phantom, "%s: phantom key %s: got %s", label, k, js(g))
+		default:
+			wj, gj := js(w), js(g)
+			if wj != gj {
+				diff(&rep.Differ, "%s: key %s differs in %v:\n    want %s\n    got  %s", label, k, differing(w, g), wj, gj)
+			}
+		}
+	}
+}
+
+// differing names the columns whose values differ.
+func differing(w, g any) []string {
+	wm, _ := w.(map[string]any)
+	gm, _ := g.(map[string]any)
+	var out []string
+	for k, v := range wm {
+		if gv, ok := gm[k]; !ok || js(v) != js(gv) {
+			out = append(out, k)
+		}
+	}
+	for k := range gm {
+		if _, ok := wm[k]; !ok {
+			out = append(out, k+"(extra)")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func js(v any) string {
+	b, _ := json.Marshal(v)
+	if len(b) > 600 {
+		return string(b[:600]) + "…"
+	}
+	return string(b)
+}
+
+func decode(line string) (map[string]any, error) {
+	dec := json.NewDecoder(strings.NewReader(line))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("decoding %q: %w", line, err)
+	}
+	return m, nil
+}
+
+func keyOf(r map[string]any, keys []string) string {
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprint(r[k])
+	}
+	return strings.Join(parts, "|")
+}
+
+// norm puts a JSON value into a canonical form: numbers as exact
+// rationals, timestamps as UTC instants (to_jsonb writes +00:00, a reader
+// may write Z: the same instant).
+func norm(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = norm(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = norm(e)
+		}
+		return out
+	case json.Number:
+		r, ok := new(big.Rat).SetString(string(x))
+		if !ok {
+			return "number:" + string(x)
+		}
+		return "number:" + r.RatString()
+	case string:
+		if len(x) >= 19 && x[4] == '-' && x[10] == 'T' {
+			for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999"} {
+				if ts, err := time.Parse(layout, x); err == nil {
+					return "ts:" + ts.UTC().Format(time.RFC3339Nano)
+				}
+			}
+		}
+		return x
+	}
+	return v
+}
+
+var _ = bytes.Equal

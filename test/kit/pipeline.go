@@ -1,0 +1,312 @@
+package kit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Source is the captured database as the pipeline's config names it.
+type Source struct {
+	DSN            string
+	Tables         []string
+	RoutingColumns map[string]string // table -> column, for tables not routed by tenant_id
+	Slot           string            // default sluice_e2e
+}
+
+// Settings tune the pipeline; zero values take the defaults noted.
+type Settings struct {
+	FlushInterval     string // default 1s
+	PublisherInterval string // default 500ms
+	Partitions        int    // default 8
+	OTLPEndpoint      string // telemetry.otlp_endpoint
+	LogLevel          string // default info
+	// Env is added to every sluice process's environment (SLUICE_* keys
+	// override any config key).
+	Env []string
+}
+
+// Pipeline is a running sluice, in one process or many.
+type Pipeline interface {
+	// Server is the HTTP base URL that answers reads (sluice read/wait).
+	Server() string
+	// Services are the sluice processes (the chaos loop's victims).
+	Services() []*Proc
+	// EnsureRunning restarts every process that is not running.
+	EnsureRunning(ctx context.Context) error
+	// Stop drains and stops everything; it returns the first drain failure.
+	Stop() error
+	// Tail shows the end of every process's log.
+	Tail() string
+}
+
+func (s *Settings) defaults() {
+	if s.FlushInterval == "" {
+		s.FlushInterval = "1s"
+	}
+	if s.PublisherInterval == "" {
+		s.PublisherInterval = "500ms"
+	}
+	if s.Partitions == 0 {
+		s.Partitions = 8
+	}
+	if s.LogLevel == "" {
+		s.LogLevel = "info"
+	}
+}
+
+// config writes the shared part of a sluice config.
+func config(src Source, s Settings, natsURL, catalogURL, packsURL, dataDir string) string {
+	if src.Slot == "" {
+		src.Slot = "sluice_e2e"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "source:\n  dsn: %s\n  tables: [%s]\n  routing_column: tenant_id\n", src.DSN, strings.Join(src.Tables, ", "))
+	if len(src.RoutingColumns) > 0 {
+		b.WriteString("  routing_columns:\n")
+		var keys []string
+		for k := range src.RoutingColumns {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "    %s: %s\n", k, src.RoutingColumns[k])
+		}
+	}
+	fmt.Fprintf(&b, "  slot: %s\n  publication: %s\n  backfill: true\n", src.Slot, src.Slot)
+	fmt.Fprintf(&b, "destinations:\n  mode: auto\nnats:\n  url: %s\ncatalog:\n  url: %s\n", natsURL, catalogURL)
+	if packsURL != "" {
+		fmt.Fprintf(&b, "packs:\n  url: %s\n", packsURL)
+	}
+	fmt.Fprintf(&b, "data_dir: %s\ndelivery:\n  flush_interval: %s\n  partitions: %d\npublisher:\n  interval: %s\n",
+		dataDir, s.FlushInterval, s.Partitions, s.PublisherInterval)
+	fmt.Fprintf(&b, "telemetry:\n  log_level: %s\n  otlp_endpoint: %q\n", s.LogLevel, s.OTLPEndpoint)
+	return b.String()
+}
+
+// Dev is `sluice dev`: the whole pipeline in one process.
+type Dev struct {
+	P      *Proc
+	Dir    string
+	Config string
+	server string
+}
+
+// NewDev writes the config of a one-process pipeline under dir; Start it
+// with EnsureRunning.
+func NewDev(dir string, src Source, s Settings) (*Dev, error) {
+	s.defaults()
+	bin, err := SluiceBin()
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	d := &Dev{Dir: dir, Config: filepath.Join(dir, "sluice.yaml"), server: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	cfg := config(src, s, "embedded", "embedded", "", filepath.Join(dir, "data")) + fmt.Sprintf("http:\n  listen: 127.0.0.1:%d\n", port)
+	if err := os.WriteFile(d.Config, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	d.P = &Proc{Name: "sluice-dev", Bin: bin, Args: []string{"dev", "--config", d.Config}, Env: s.Env, Dir: dir, Ready: d.server + "/healthz"}
+	return d, nil
+}
+
+func (d *Dev) Server() string    { return d.server }
+func (d *Dev) Services() []*Proc { return []*Proc{d.P} }
+func (d *Dev) Tail() string      { return "=== sluice dev\n" + d.P.Tail(6000) }
+func (d *Dev) Stop() error       { return d.P.Stop(90 * time.Second) }
+func (d *Dev) EnsureRunning(ctx context.Context) error {
+	if d.P.Running() {
+		return nil
+	}
+	return d.P.Start(ctx)
+}
+
+// Counts is how many replicas of each service a Cluster runs.
+type Counts struct{ Readers, Routers, Flushers, Indexers, Publishers int }
+
+// DefaultCounts is the issue's topology: two routers, three flushers, two
+// indexers, two publishers, and a standby reader.
+var DefaultCounts = Counts{Readers: 2, Routers: 2, Flushers: 3, Indexers: 2, Publishers: 2}
+
+// Cluster is the pipeline as separate OS processes: a real nats-server, the
+// catalog host (`sluice catalog serve`, the embedded chDB behind
+// ClickHouse's HTTP interface), and `sluice run <service>` per replica.
+type Cluster struct {
+	Dir     string
+	Config  string
+	NATS    *Proc
+	Catalog *Proc
+	Procs   []*Proc // services, in start order
+	natsURL string
+	readers []*Proc // publishers: they have the catalog and serve reads
+}
+
+// NewCluster prepares a multi-process pipeline under dir; Start it with
+// EnsureRunning.
+func NewCluster(dir string, src Source, s Settings, n Counts) (*Cluster, error) {
+	s.defaults()
+	bin, err := SluiceBin()
+	if err != nil {
+		return nil, err
+	}
+	natsBin, err := NATSServerBin()
+	if err != nil {
+		return nil, err
+	}
+	natsPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	catPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, Config: filepath.Join(dir, "sluice.yaml"), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort)}
+	natsConf := filepath.Join(dir, "nats-server.conf")
+	if err := os.WriteFile(natsConf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream {\n  store_dir: %q\n}\n",
+		natsPort, filepath.Join(dir, "nats"))), 0o644); err != nil {
+		return nil, err
+	}
+	c.NATS = &Proc{Name: "nats-server", Bin: natsBin, Args: []string{"-c", natsConf}, Dir: dir, Ready: fmt.Sprintf("127.0.0.1:%d", natsPort)}
+
+	catConf := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(catConf, []byte(fmt.Sprintf("catalog:\n  url: embedded\ndata_dir: %s\n", filepath.Join(dir, "catalog-host"))), 0o644); err != nil {
+		return nil, err
+	}
+	catAddr := fmt.Sprintf("127.0.0.1:%d", catPort)
+	c.Catalog = &Proc{Name: "catalog", Bin: bin, Args: []string{"catalog", "serve", "--listen", catAddr, "--config", catConf}, Dir: dir, Ready: catAddr}
+
+	cfg := config(src, s, c.natsURL, "http://"+catAddr, "file://"+filepath.Join(dir, "packs"), filepath.Join(dir, "data"))
+	if err := os.WriteFile(c.Config, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	add := func(service string, count int) error {
+		for i := 0; i < count; i++ {
+			port, err := FreePort()
+			if err != nil {
+				return err
+			}
+			name := fmt.Sprintf("%s-%d", service, i)
+			env := append([]string{
+				fmt.Sprintf("SLUICE_HTTP_LISTEN=127.0.0.1:%d", port),
+				"SLUICE_DATA_DIR=" + filepath.Join(dir, "data", name),
+			}, s.Env...)
+			p := &Proc{Name: name, Bin: bin, Args: []string{"run", service, "--config", c.Config}, Env: env, Dir: dir,
+				Ready: fmt.Sprintf("http://127.0.0.1:%d/healthz", port)}
+			c.Procs = append(c.Procs, p)
+			if service == "publisher" {
+				c.readers = append(c.readers, p)
+			}
+		}
+		return nil
+	}
+	for _, sc := range []struct {
+		s string
+		n int
+	}{{"publisher", n.Publishers}, {"indexer", n.Indexers}, {"flusher", n.Flushers}, {"router", n.Routers}, {"reader", n.Readers}} {
+		if err := add(sc.s, sc.n); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Server is the HTTP API of the first running publisher.
+func (c *Cluster) Server() string {
+	for _, p := range c.readers {
+		if p.Running() {
+			return strings.TrimSuffix(p.Ready, "/healthz")
+		}
+	}
+	return strings.TrimSuffix(c.readers[0].Ready, "/healthz")
+}
+
+func (c *Cluster) Services() []*Proc { return c.Procs }
+
+// NATSURL is the nats-server's client URL.
+func (c *Cluster) NATSURL() string { return c.natsURL }
+
+// EnsureRunning starts nats-server and the catalog host first, then every
+// service that is not running, concurrently.
+func (c *Cluster) EnsureRunning(ctx context.Context) error {
+	for _, p := range []*Proc{c.NATS, c.Catalog} {
+		if !p.Running() {
+			if err := p.Start(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	eg, ctx := errgroup.WithContext(ctx)
+	for _, p := range c.Procs {
+		if !p.Running() {
+			eg.Go(func() error { return p.Start(ctx) })
+		}
+	}
+	return eg.Wait()
+}
+
+// Stop stops the services in pipeline order (each drains into a stage that
+// still runs), then the catalog host and nats-server.
+func (c *Cluster) Stop() error {
+	var first error
+	order := []string{"reader", "router", "flusher", "indexer", "publisher"}
+	for _, svc := range order {
+		eg := errgroup.Group{}
+		for _, p := range c.Procs {
+			if strings.HasPrefix(p.Name, svc+"-") {
+				eg.Go(func() error { return p.Stop(90 * time.Second) })
+			}
+		}
+		if err := eg.Wait(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := c.Catalog.Stop(30 * time.Second); err != nil && first == nil {
+		first = err
+	}
+	if err := c.NATS.Stop(30 * time.Second); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+func (c *Cluster) Tail() string {
+	var b strings.Builder
+	for _, p := range append([]*Proc{c.NATS, c.Catalog}, c.Procs...) {
+		fmt.Fprintf(&b, "=== %s (started %d times, killed %d)\n%s\n", p.Name, p.Starts(), p.Kills(), p.Tail(1500))
+	}
+	return b.String()
+}
+
+// CLI runs `sluice <args> --server <server>` and returns its stdout.
+func CLI(ctx context.Context, server string, args ...string) (string, error) {
+	bin, err := SluiceBin()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, "--server", server)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("sluice %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// Wait runs `sluice wait --through-lsn lsn` and returns how long it took.
+func Wait(ctx context.Context, server, lsn string, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	_, err := CLI(ctx, server, "wait", "--through-lsn", lsn, "--timeout", timeout.String())
+	return time.Since(start), err
+}

@@ -1,0 +1,19 @@
+// Package ops checks the deployment artefacts against the code: compose.yaml
+// (validated by the compose CLI when one is available, and structurally
+// always), the one multi-stage Dockerfile (every target's binary builds),
+// the sluice config the containers get, the Postgres init script and the
+// demo traffic loop (run against a real Postgres), the Prometheus
+// configuration and alert rules (promtool check and promtool's rule unit
+// tests when promtool is available), and the Grafana provisioning and
+// dashboard (every metric they use is registered by some service, or is on
+// the short, reported list of proposed metrics).
+//
+// ops must never need a Docker engine (none runs on these machines) nor
+// reach the network: it reads files, runs CLIs and builds binaries locally.
+//
+// NOTES
+//   - Compose CLI lookup: `docker compose` (v2 plugin), then
+//     ~/.cache/sluice/bin/docker-compose, then docker-compose on PATH
+//     (Debian's 1.29, which knows no top-level `name:`; compose.yaml avoids it).
+//   - promtool: PATH (Debian's prometheus package) or ~/.cache/sluice/bin.
+package ops
