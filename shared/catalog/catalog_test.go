@@ -225,3 +225,11 @@ func jsonEqualAny(a, b any) bool {
 }
 
 var _ = context.Background
+
+func mustInfo(t testing.TB) catalog.TableInfo {
+	ti, err := catalog.TableInfoFromSchema(catalogtest.Items.Name, catalogtest.Items.Schema(), "fp1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ti
+}

@@ -202,7 +202,7 @@ func Default() Config {
 			Replicas:   1,
 			MaxPayload: 8 << 20,
 			MaxAge:     24 * time.Hour,
-			MaxBytes:   8 << 30,
+			MaxBytes:   2 << 30,
 		},
 		State:   State{Schema: "sluice"},
 		Catalog: Catalog{URL: "embedded", Prefix: "sluice"},

@@ -293,8 +293,8 @@ func TestInProgressKeepsSlowMessageAlive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits several AckWait periods")
 	}
-	const ackWait = 300 * time.Millisecond
-	for _, every := range []time.Duration{75 * time.Millisecond, 0} {
+	const ackWait = time.Second // generous: in-progress acks must beat it on a loaded 2-core machine
+	for _, every := range []time.Duration{100 * time.Millisecond, 0} {
 		t.Run(fmt.Sprintf("every=%s", every), func(t *testing.T) {
 			e := startJS(t)
 			cons := newConsumer(t, e, "slow", ackWait)
@@ -305,11 +305,11 @@ func TestInProgressKeepsSlowMessageAlive(t *testing.T) {
 					close(redelivered) // only the first call holds; a second is a redelivery
 					return fmt.Errorf("duplicate: %w", ErrManualAck)
 				}
-				// Slow work: hold the message for 5 AckWait periods or until
+				// Slow work: hold the message for 3 AckWait periods or until
 				// another replica receives it.
 				select {
 				case <-redelivered:
-				case <-time.After(5 * ackWait):
+				case <-time.After(3 * ackWait):
 				}
 				return nil
 			}

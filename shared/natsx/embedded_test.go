@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -127,7 +128,9 @@ func TestEmbeddedMonitorPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/jsz status %d", resp.StatusCode)
 	}

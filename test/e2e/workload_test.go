@@ -132,12 +132,35 @@ func runOracle(t *testing.T, m mode) {
 	if err := p.EnsureRunning(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The snapshot that holds the backfill: the oracle must find it stale
+	// once the workload ran (the oracle's own negative control).
+	lsn, err := currentLSN(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kit.Wait(ctx, p.Server(), lsn, 4*time.Minute); err != nil {
+		t.Fatalf("waiting for the backfill: %v\n%s", err, p.Tail())
+	}
+	early, _, err := kit.Latest(ctx, p.Server())
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := g.Run(ctx, pool)
 	if err != nil {
 		t.Fatalf("workload: %v", err)
 	}
 	t.Logf("workload: %v", st)
-	report(t, settle(t, ctx, p, pool, dsn, g.Tenants()))
+	rep := settle(t, ctx, p, pool, dsn, g.Tenants())
+	report(t, rep)
+	stale, err := kit.Check(ctx, dsn, p.Server(), kit.CheckOptions{Tables: wlTables(), Tenants: g.Tenants(), Snapshot: early})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stale.OK() || stale.Missing == 0 || stale.Phantom == 0 || stale.Differ == 0 {
+		t.Errorf("the oracle does not see that snapshot %d (before the workload) is stale: %s", early, stale)
+	} else {
+		t.Logf("oracle negative control: the pre-workload snapshot %d differs as expected: %s", early, stale)
+	}
 }
 
 // TestOracleOneProcess: the workload against `sluice dev`.

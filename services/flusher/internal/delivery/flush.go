@@ -112,6 +112,9 @@ func (m *Manager) runFlush(ctx context.Context, job *flushJob) {
 	if err == nil {
 		err = m.publishEvents(ctx, job, packs)
 	}
+	if err == nil && !m.noAckFence {
+		err = m.checkLease(ctx, job)
+	}
 	if err == nil {
 		err = m.commit(job, packs)
 	}
@@ -324,11 +327,40 @@ func (m *Manager) publishEvents(ctx context.Context, job *flushJob, packs []pack
 	return nil
 }
 
+// checkLease asks the state database, right before acking, whether the
+// job's lease (holder and term) is still live by the server clock.
+func (m *Manager) checkLease(ctx context.Context, job *flushJob) error {
+	if m.beforeAck != nil {
+		m.beforeAck(job.d.name)
+	}
+	l := job.lease
+	var live bool
+	err := retry(ctx, "checking lease "+l.Name, func() error {
+		if m.pool == nil {
+			_, err := m.leases.Renew(ctx, l, m.dc.LeaseTTL)
+			live = err == nil
+			if errors.Is(err, state.ErrLeaseLost) {
+				return nil
+			}
+			return err
+		}
+		return m.pool.QueryRow(ctx, m.qLeaseLive, l.Name, l.Holder, l.Term).Scan(&live)
+	})
+	if err != nil {
+		return err
+	}
+	if !live {
+		m.partitionLost(job.d.part, l)
+		return fmt.Errorf("acking flush of %s: %w (term %d)", job.d.name, ErrPartitionLost, l.Term)
+	}
+	return nil
+}
+
 // commit acks the job's messages if, and only if, the partition lease the
 // job started under is still the one held.
 func (m *Manager) commit(job *flushJob, packs []packOut) error {
 	d := job.d
-	if m.beforeAck != nil {
+	if m.noAckFence && m.beforeAck != nil {
 		m.beforeAck(d.name)
 	}
 	m.mu.Lock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -138,6 +139,7 @@ type Manager struct {
 	id      string
 	m       *metrics
 	ackWait time.Duration
+	qLeaseLive string
 
 	fetchers   sync.WaitGroup // every partition fetch loop
 	mu         sync.Mutex
@@ -162,6 +164,7 @@ type Manager struct {
 	noAckFence        bool // ack without checking the lease term
 	abrupt            bool // Run returns without draining or releasing
 	pauseFetch        atomic.Bool
+	fetchPausedSeen   atomic.Bool
 	putFault          func(path string) error
 	advanceFault      func(dest string) error
 	beforeAck         func(dest string)
@@ -194,6 +197,8 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 		rowsTarget: int64(dc.FlushRows),
 	}
 	m.cond = sync.NewCond(&m.mu)
+	m.qLeaseLive = `SELECT EXISTS (SELECT 1 FROM ` + pgx.Identifier{cfg.State.Schema, "leases"}.Sanitize() +
+		` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`
 	var err error
 	if m.m, err = newMetrics(deps.Metrics); err != nil {
 		return nil, fmt.Errorf("creating flusher: %w", err)

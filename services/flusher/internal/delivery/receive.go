@@ -34,6 +34,9 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		if lost {
 			return
 		}
+		if m.pauseFetch.Load() {
+			m.fetchPausedSeen.Store(true)
+		}
 		if blocked || m.pauseFetch.Load() {
 			if !paused {
 				paused = true

@@ -119,6 +119,7 @@ func failureScenario(t *testing.T, unsafe bool) []error {
 	e.publish(t, "d", []pt.Row{{ID: 1, LSN: 10, Seq: 1}})
 	waitFor(t, 5*time.Second, "A buffered", func() bool { return r.m.Status().BufferedRows == 1 })
 	r.m.pauseFetch.Store(true)
+	waitFor(t, 5*time.Second, "fetch loop paused", r.m.fetchPausedSeen.Load)
 	e.publish(t, "d", []pt.Row{{ID: 2, LSN: 20, Seq: 1}})
 
 	// The racing fetch: read epoch, then a real delivery of B.

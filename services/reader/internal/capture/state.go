@@ -75,6 +75,12 @@ func (s *State) setLSNs(confirmed, server proto.LSN) {
 	s.mu.Unlock()
 }
 
+func (s *State) setConfirmed(c proto.LSN) {
+	s.mu.Lock()
+	s.confirmed = max(s.confirmed, c)
+	s.mu.Unlock()
+}
+
 func (s *State) addRows(table string, n int) { s.mu.Lock(); s.rows[table] += int64(n); s.mu.Unlock() }
 
 // SetHalted records a halted table.

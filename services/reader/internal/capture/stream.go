@@ -144,6 +144,7 @@ func Stream(ctx context.Context, conn *pgconn.PgConn, start proto.LSN, o *Option
 }
 
 func (s *session) acked(o Out, d time.Duration) {
+	s.o.State.setConfirmed(proto.LSN(s.tracker.Confirmed()))
 	m := s.o.Metrics
 	m.PublishSeconds.Observe(d.Seconds())
 	if o.Table == "" {
