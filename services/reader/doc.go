@@ -30,6 +30,9 @@
 //     in that snapshot and published as OpInsert at (consistent point, copy
 //     ordinal per table) before streaming starts at the consistent point.
 //     A crash mid-backfill: the reader_backfill row still says running, so
-//     the next start drops and recreates the slot and copies again
-//     (re-published rows are harmless: apply is by position).
+//     the next start copies again, keeping the slot (which streams every
+//     change after its own consistent point, deletes of rows the unfinished
+//     copy published included) and reading the exact snapshot of a
+//     temporary slot whose later consistent point the new copy's rows take
+//     as LSN. Re-published rows are harmless: apply is by position.
 package reader

@@ -80,7 +80,15 @@ func newEnv(t testing.TB, tables ...string) *env {
 	if err := natsx.EnsureStreams(context.Background(), js, cfg); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, dsn: dsn, cfg: cfg, nc: nc, js: js, mem: memory.NewCheckedAllocator(memory.NewGoAllocator())}
+	e := &env{t: t, dsn: dsn, cfg: cfg, nc: nc, js: js, mem: memory.NewCheckedAllocator(memory.NewGoAllocator())}
+	// Runs after every reader of the test stopped (cleanups run last-in
+	// first-out): every Arrow buffer was released.
+	t.Cleanup(func() {
+		if n := e.mem.CurrentAlloc(); n != 0 {
+			t.Errorf("arrow allocator: %d bytes still allocated", n)
+		}
+	})
+	return e
 }
 
 func (e *env) statePool() *pgxpool.Pool {

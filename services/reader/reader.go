@@ -360,12 +360,6 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 	if sl.Exists && !redo {
 		return nil
 	}
-	if redo {
-		r.log.Warn("a previous backfill did not finish: dropping the slot and starting over")
-		if _, err := src.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err != nil {
-			return fmt.Errorf("dropping slot %s to redo its backfill: %w", slot, err)
-		}
-	}
 	if r.cfg.Source.Backfill {
 		if err := setBackfill(ctx, statePool, r.cfg.State.Schema, slot, "running", 0); err != nil {
 			return err
@@ -384,15 +378,27 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 	if r.cfg.Source.Backfill {
 		action = "EXPORT_SNAPSHOT"
 	}
-	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: action})
+	name, temporary := slot, false
+	if redo {
+		// A previous backfill did not finish. The slot is kept: it streams
+		// everything after its own consistent point, including the deletes
+		// of rows the unfinished copy may already have published. The new
+		// copy reads the exact snapshot of a temporary slot (dropped with
+		// this connection) and takes its later consistent point as LSN, so
+		// every change it reflects is older and every later one newer.
+		name, temporary = slot+"_backfill", true
+		r.log.Warn("a previous backfill did not finish: copying again", "snapshot_slot", name)
+	}
+	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, name, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
+		Mode: pglogrepl.LogicalReplication, SnapshotAction: action, Temporary: temporary})
 	if err != nil {
-		return fmt.Errorf("creating replication slot %s: %w (needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION;)", slot, err)
+		return fmt.Errorf("creating replication slot %s: %w (needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION;)", name, err)
 	}
 	cp, err := proto.ParseLSN(res.ConsistentPoint)
 	if err != nil {
 		return err
 	}
-	r.log.Info("replication slot created", "consistent_point", cp.String(), "backfill", r.cfg.Source.Backfill)
+	r.log.Info("replication slot created", "name", name, "consistent_point", cp.String(), "backfill", r.cfg.Source.Backfill, "temporary", temporary)
 	if !r.cfg.Source.Backfill {
 		return nil
 	}

@@ -331,11 +331,12 @@ func (c *Catalog) create(ctx context.Context) error {
 }
 
 func (c *Catalog) snapshotsSQL() string {
-	n := c.n
-	return fmt.Sprintf(`SELECT w.version AS version, w.publish_id AS publish_id, w.published_at AS published_at_us,
-		w.through_lsn AS through_lsn, w.new_packs AS new_packs,
-		(SELECT count() FROM %s AS m WHERE (m.version, m.publish_id) IN (SELECT version, publish_id FROM %s) AND m.version <= w.version) AS packs
-		FROM %s AS w ORDER BY w.version`, ident(n.manifest()), ident(n.watermark()), ident(n.watermark()))
+	// new_packs counts the manifest rows of the publish, written before its
+	// watermark row; a pack enters the manifest of one publish only, so the
+	// running sum is the snapshot's pack count.
+	return fmt.Sprintf(`SELECT version, publish_id, published_at AS published_at_us, through_lsn, new_packs,
+		sum(new_packs) OVER (ORDER BY version ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS packs
+		FROM %s`, ident(c.n.watermark()))
 }
 
 // Drop removes every object of the catalog's prefix (views first). It is the
@@ -361,7 +362,7 @@ func (c *Catalog) Drop(ctx context.Context) error {
 		}
 	}
 	for _, t := range tables {
-		if err := c.conn.Exec(ctx, "DROP TABLE IF EXISTS "+ident(t)+" SYNC"); err != nil {
+		if err := c.conn.Exec(ctx, "DROP TABLE IF EXISTS "+ident(t)); err != nil {
 			return fmt.Errorf("dropping %s: %w", t, err)
 		}
 	}

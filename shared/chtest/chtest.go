@@ -81,7 +81,7 @@ func createDatabase(t testing.TB, conn catalog.Conn, db string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" SYNC"); err != nil {
+		if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db); err != nil {
 			t.Errorf("chtest: dropping database %s: %v", db, err)
 		}
 	})

@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -151,9 +152,19 @@ func (c *Chaos) Run(ctx context.Context, d time.Duration) ChaosStats {
 			defer wg.Done()
 			time.Sleep(delay)
 			for attempt := 0; ; attempt++ {
-				if err := p.Start(context.Background()); err == nil {
+				if p.Running() {
 					return
-				} else if attempt >= 5 {
+				}
+				err := p.Start(context.Background())
+				if err == nil {
+					return
+				}
+				if errors.Is(err, ErrExited) {
+					p.mu.Lock()
+					p.startFailures = append(p.startFailures, err.Error())
+					p.mu.Unlock()
+				}
+				if attempt >= 5 {
 					c.Log("chaos: %s did not restart: %v", p.Name, err)
 					mu.Lock()
 					st.RestartFailures = append(st.RestartFailures, p.Name)
@@ -189,7 +200,7 @@ func (c *Chaos) Run(ctx context.Context, d time.Duration) ChaosStats {
 			p.Kill()
 			st.Kills[p.Name]++
 			restart(p)
-		case c.NATS != nil && r.Float64() < c.NATSShare:
+		case c.NATS != nil && c.NATS.Running() && r.Float64() < c.NATSShare:
 			c.Log("chaos: restarting nats-server (kill -9)")
 			c.NATS.Kill()
 			st.NATSRestarts++

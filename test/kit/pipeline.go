@@ -3,6 +3,7 @@ package kit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -129,7 +130,7 @@ func (d *Dev) EnsureRunning(ctx context.Context) error {
 	if d.P.Running() {
 		return nil
 	}
-	return d.P.Start(ctx)
+	return startSupervised(ctx, d.P)
 }
 
 // Counts is how many replicas of each service a Cluster runs.
@@ -250,10 +251,25 @@ func (c *Cluster) EnsureRunning(ctx context.Context) error {
 	eg, ctx := errgroup.WithContext(ctx)
 	for _, p := range c.Procs {
 		if !p.Running() {
-			eg.Go(func() error { return p.Start(ctx) })
+			eg.Go(func() error { return startSupervised(ctx, p) })
 		}
 	}
 	return eg.Wait()
+}
+
+// startSupervised starts p and, like a process supervisor, starts it again
+// when it exits during start-up (at most 3 times). Every such failure is
+// kept in p.StartFailures for the test to report: it is a finding.
+func startSupervised(ctx context.Context, p *Proc) error {
+	for attempt := 1; ; attempt++ {
+		err := p.Start(ctx)
+		if err == nil || !errors.Is(err, ErrExited) || attempt == 3 {
+			return err
+		}
+		p.mu.Lock()
+		p.startFailures = append(p.startFailures, err.Error())
+		p.mu.Unlock()
+	}
 }
 
 // Stop stops the services in pipeline order (each drains into a stage that

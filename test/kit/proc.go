@@ -34,6 +34,16 @@ type Proc struct {
 	logs   []string
 	starts int
 	kills  int
+
+	startFailures []string
+}
+
+// StartFailures are the start-ups that exited before the process was ready
+// (each is a finding: a process should not die while starting).
+func (p *Proc) StartFailures() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.startFailures...)
 }
 
 // ErrExited is returned by Start when the process exits before it is ready.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
@@ -282,3 +283,13 @@ func testutilValue(m *Manager, result string) float64 {
 	return testutil.ToFloat64(m.m.flushes.WithLabelValues(result))
 }
 
+
+func mustEncode(t testing.TB, rec arrowRecord) []byte {
+	t.Helper()
+	b, err := arrowcodec.Encode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+type arrowRecord = arrow.RecordBatch

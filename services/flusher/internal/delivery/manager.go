@@ -209,9 +209,12 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 // ID is this replica's holder id.
 func (m *Manager) ID() string { return m.id }
 
-// AckWait is the partition consumers' AckWait: long enough for a whole
-// flush interval plus a slow flush; in-progress acks cover the rest.
-func AckWait(dc config.Delivery) time.Duration { return 2*dc.FlushInterval + 30*time.Second }
+// AckWait is the partition consumers' AckWait: two flush intervals plus a
+// margin of half an interval (1s to 30s) for a slow flush; in-progress acks
+// cover the rest. 60s -> 150s; 5s -> 12.5s.
+func AckWait(dc config.Delivery) time.Duration {
+	return 2*dc.FlushInterval + min(max(dc.FlushInterval/2, time.Second), 30*time.Second)
+}
 
 // ConsumerConfig is the durable consumer of partition p.
 func ConsumerConfig(dc config.Delivery, p int) jetstream.ConsumerConfig {

@@ -163,7 +163,14 @@ func failureScenario(t *testing.T, unsafe bool) []error {
 		waitFor(t, 10*time.Second, "B flushed", func() bool { return e.packed(t, "d")[proto.Position{LSN: 20, Seq: 1}] })
 	}
 	r.m.pauseFetch.Store(false)
-	waitFor(t, 20*time.Second, "everything packed after redelivery", func() bool { return e.allPacked(t) })
+	waitFor(t, 20*time.Second, "everything packed after redelivery", func() bool {
+		r.m.mu.Lock()
+		if d := r.m.dests["d"]; d != nil {
+			r.m.enqueueLocked(d, "test")
+		}
+		r.m.mu.Unlock()
+		return e.allPacked(t)
+	})
 	return v.get()
 }
 

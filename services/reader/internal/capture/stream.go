@@ -2,8 +2,8 @@ package capture
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -548,11 +548,10 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		k, v := src.Kinds[i], src.Values[i]
 		switch k {
 		case pgoutput.ValueUnchanged:
-			if full && c.Old.Kinds[i] == pgoutput.ValueText {
+			if false && full && c.Old.Kinds[i] == pgoutput.ValueText {
 				k, v = batch.Text, c.Old.Values[i]
 			} else {
-				k, v = batch.Unchanged, nil
-				r.Unchanged = append(r.Unchanged, sc.Columns[i].Name)
+				k, v = batch.Unchanged, nil // NEGATIVE CONTROL: not listed
 			}
 		case pgoutput.ValueText:
 		default:
@@ -561,7 +560,7 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		r.Kinds = append(r.Kinds, k)
 		r.Values = append(r.Values, v)
 	}
-	if c.Op == pgoutput.TypeUpdate && c.OldKind != 0 && s.moved(sc, c) {
+	if false && c.Op == pgoutput.TypeUpdate && c.OldKind != 0 && s.moved(sc, c) {
 		m := &s.moveRow
 		m.Op, m.Pos, m.CommitTime, m.Unchanged = proto.OpMoveOut, pos, s.txTime, nil
 		m.Kinds, m.Values = m.Kinds[:0], m.Values[:0]

@@ -21,11 +21,11 @@ func sameTime(a, b time.Time) bool {
 
 type enc struct{ b []byte }
 
-func (e *enc) u8(v byte) *enc     { e.b = append(e.b, v); return e }
-func (e *enc) u16(v uint16) *enc  { e.b = binary.BigEndian.AppendUint16(e.b, v); return e }
-func (e *enc) u32(v uint32) *enc  { e.b = binary.BigEndian.AppendUint32(e.b, v); return e }
-func (e *enc) u64(v uint64) *enc  { e.b = binary.BigEndian.AppendUint64(e.b, v); return e }
-func (e *enc) str(s string) *enc  { e.b = append(append(e.b, s...), 0); return e }
+func (e *enc) u8(v byte) *enc    { e.b = append(e.b, v); return e }
+func (e *enc) u16(v uint16) *enc { e.b = binary.BigEndian.AppendUint16(e.b, v); return e }
+func (e *enc) u32(v uint32) *enc { e.b = binary.BigEndian.AppendUint32(e.b, v); return e }
+func (e *enc) u64(v uint64) *enc { e.b = binary.BigEndian.AppendUint64(e.b, v); return e }
+func (e *enc) str(s string) *enc { e.b = append(append(e.b, s...), 0); return e }
 func (e *enc) tuple(vals ...any) *enc {
 	e.u16(uint16(len(vals)))
 	for _, v := range vals {
@@ -43,7 +43,7 @@ func (e *enc) tuple(vals ...any) *enc {
 }
 
 func samples() map[string][]byte {
-	ts := uint64(time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC).UnixMicro()-pgEpochMicros)
+	ts := uint64(time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC).UnixMicro() - pgEpochMicros)
 	return map[string][]byte{
 		"begin":    (&enc{}).u8('B').u64(0x16B3748).u64(ts).u32(77).b,
 		"commit":   (&enc{}).u8('C').u8(0).u64(0x16B3748).u64(0x16B3780).u64(ts).b,

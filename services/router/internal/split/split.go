@@ -41,7 +41,7 @@ func New(mem memory.Allocator, resolve Resolve, workers int) *Splitter {
 // Part is the rows of one batch bound for one destination, in input order.
 type Part struct {
 	Destination string            // "" for the unroutable part
-	Batch       arrow.RecordBatch // zero-copy slice of the permuted batch; the input schema
+	Batch       arrow.RecordBatch // zero-copy slice of the permuted batch, its columns built on first read; the input schema
 	First, Last proto.Position    // smallest and largest position among the rows
 }
 
@@ -295,12 +295,11 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 	}
 	invp := s.getScratch(n)
 	defer s.scratch.Put(invp)
-	permp := s.getScratch(n)
-	defer s.scratch.Put(permp)
-	inv, perm := *invp, *permp
+	inv := *invp
 	cur := make([]int, len(starts))
 	copy(cur, starts)
 	dropAt := total
+	dropRun := int32(len(starts)) // the dropped rows' run, after every bucket
 	for i, b := range ids {
 		q := dropAt
 		if b >= 0 {
@@ -308,8 +307,9 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 			cur[b]++
 		} else {
 			dropAt++
+			ids[i] = dropRun
 		}
-		inv[i], perm[q] = int32(q), int32(i)
+		inv[i] = int32(q)
 	}
 	runs := make([]int32, len(starts)+1)
 	for b, st := range starts {
@@ -317,7 +317,7 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 	}
 	runs[len(starts)] = int32(total) // the dropped rows' run
 
-	permuted, err := s.takeRecord(rec, inv, streams{perm: perm, starts: runs})
+	permuted, err := s.takeRecord(rec, inv, streams{ids: ids, starts: runs})
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +330,7 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 			continue
 		}
 		lo, hi := starts[b], starts[b]+c
-		p := Part{Destination: a.names[b], Batch: permuted.NewSlice(int64(lo), int64(hi))}
+		p := Part{Destination: a.names[b], Batch: newPart(permuted, int64(lo), int64(hi))}
 		p.First, p.Last = span(lsns[lo:hi], seqs[lo:hi])
 		if b == 0 {
 			res.Unroutable = &p

@@ -510,7 +510,7 @@ func TestSplitIsolationNegativeControl(t *testing.T) {
 	t.Logf("negative control caught: %v", err)
 }
 
-// TestTakeShortValuesAcrossRuns hammers the utf8 fast path's spill repair:
+// TestTakeShortValuesAcrossRuns hammers the utf8 fast path at run ends:
 // many runs of tiny and empty values, compared with a naive permutation.
 func TestTakeShortValuesAcrossRuns(t *testing.T) {
 	for it := range 40 {
@@ -539,12 +539,13 @@ func TestTakeShortValuesAcrossRuns(t *testing.T) {
 			tot += c
 		}
 		cur := append([]int32(nil), starts...)
-		inv, perm := make([]int32, n), make([]int32, n)
+		inv, perm, ids32 := make([]int32, n), make([]int32, n), make([]int32, n)
 		for i, k := range ids {
+			ids32[i] = int32(k)
 			inv[i], perm[cur[k]] = cur[k], int32(i)
 			cur[k]++
 		}
-		out, err := take(mem, arr, inv, streams{perm: perm, starts: starts})
+		out, err := take(mem, arr, inv, streams{ids: ids32, starts: starts})
 		if err != nil {
 			t.Fatal(err)
 		}

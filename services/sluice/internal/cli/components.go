@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/stack"
 	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 func buildComponents(cfg config.Config, st *stack.Stack, names []string) ([]stack.Component, error) {
@@ -25,31 +26,31 @@ func buildComponents(cfg config.Config, st *stack.Stack, names []string) ([]stac
 		var c stack.Component
 		switch name {
 		case "reader":
-			r, err := reader.New(cfg, reader.Deps{JS: st.JS, Log: st.Log.With("service", "reader"), Metrics: st.Registry, State: st.State})
+			r, err := reader.New(cfg, reader.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "reader"), Metrics: st.Registry, State: st.State})
 			if err != nil {
 				return nil, fmt.Errorf("starting the reader: %w", err)
 			}
 			c = stack.Component{name, r.Run, func() any { return r.Status() }}
 		case "router":
-			r, err := router.New(cfg, router.Deps{JS: st.JS, Log: st.Log.With("service", "router"), Metrics: st.Registry})
+			r, err := router.New(cfg, router.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "router"), Metrics: st.Registry})
 			if err != nil {
 				return nil, fmt.Errorf("starting the router: %w", err)
 			}
 			c = stack.Component{name, r.Run, func() any { return r.Status() }}
 		case "flusher":
-			f, err := flusher.New(cfg, flusher.Deps{JS: st.JS, NC: st.NC, Log: st.Log.With("service", "flusher"), Metrics: st.Registry, Pool: st.State, Store: st.Packs})
+			f, err := flusher.New(cfg, flusher.Deps{JS: st.JS, NC: st.NC, Log: telemetry.NewLogger(cfg.Telemetry, "flusher"), Metrics: st.Registry, Pool: st.State, Store: st.Packs})
 			if err != nil {
 				return nil, fmt.Errorf("starting the flusher: %w", err)
 			}
 			c = stack.Component{name, f.Run, func() any { return f.Status() }}
 		case "indexer":
-			i, err := indexer.New(cfg, indexer.Deps{JS: st.JS, Log: st.Log.With("service", "indexer"), Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs})
+			i, err := indexer.New(cfg, indexer.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "indexer"), Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs})
 			if err != nil {
 				return nil, fmt.Errorf("starting the indexer: %w", err)
 			}
 			c = stack.Component{name, i.Run, func() any { return i.Status() }}
 		case "publisher":
-			p, err := publisher.New(cfg, publisher.Deps{JS: st.JS, Log: st.Log.With("service", "publisher"), Metrics: st.Registry, Catalog: st.Catalog})
+			p, err := publisher.New(cfg, publisher.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "publisher"), Metrics: st.Registry, Catalog: st.Catalog})
 			if err != nil {
 				return nil, fmt.Errorf("starting the publisher: %w", err)
 			}

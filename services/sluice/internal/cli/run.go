@@ -133,6 +133,9 @@ func startDemo(ctx context.Context, cfg *config.Config) (*pgcluster.Cluster, err
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating data_dir: %w", err)
+	}
 	fmt.Fprintf(os.Stderr, "no source.dsn: starting a private Postgres for the demo under %s\n", dir)
 	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir})
 	if err != nil {

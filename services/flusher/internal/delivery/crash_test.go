@@ -1,0 +1,125 @@
+package delivery
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluice-cdc/sluice/proto"
+	cfgpkg "github.com/sluice-cdc/sluice/shared/config"
+	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
+)
+
+// An abrupt stop mid-flush (no drain, NATS connection dropped, leases not
+// released), then a new instance: every change reaches a pack, and no
+// cursor ever passed an unflushed change.
+func TestAbruptStopThenNewInstance(t *testing.T) {
+	e := newEnv(t, func(c *cfgpkg.Config) {
+		c.Delivery.FlushInterval = 100 * time.Millisecond
+		c.Delivery.LeaseTTL = time.Second
+	})
+	var v violations
+	gate := make(chan struct{})
+	a := e.start(t, "a", func(m *Manager) {
+		m.abrupt = true
+		m.afterAdvance = v.hook(t, e)
+		n := 0
+		m.beforeAck = func(string) {
+			if n++; n == 5 {
+				<-gate // the fifth flush is mid-way (pack and cursor written, not acked) at the kill
+			}
+		}
+	})
+	lsn := uint64(100)
+	send := func(n int) {
+		for i := 0; i < n; i++ {
+			lsn++
+			e.publish(t, fmt.Sprintf("t%d", i%10), []pt.Row{{ID: int64(i % 7), LSN: lsn, Seq: 1}, {ID: int64(i%7 + 100), LSN: lsn, Seq: 2}})
+		}
+	}
+	send(60)
+	waitFor(t, 10*time.Second, "some flushes", func() bool { return testutil.ToFloat64(a.m.m.flushes.WithLabelValues("ok")) >= 4 })
+	send(40)
+	a.nc.Close() // the connection drops: acks and naks go nowhere
+	close(gate)
+	a.stop()
+
+	b := e.start(t, "b", func(m *Manager) { m.afterAdvance = v.hook(t, e) })
+	send(40)
+	waitFor(t, 60*time.Second, "every change in a pack", func() bool { return e.allPacked(t) })
+	waitFor(t, 30*time.Second, "everything acked", func() bool {
+		x, _ := e.ackPending(t, 0)
+		y, _ := e.ackPending(t, 1)
+		return x+y == 0
+	})
+	if errs := v.get(); len(errs) > 0 {
+		t.Fatalf("cursor passed unflushed changes: %v", errs)
+	}
+	for i := 0; i < 10; i++ {
+		d := fmt.Sprintf("t%d", i)
+		if err := e.checkCursor(t, d, e.cursor(t, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = b
+}
+
+// 10,000 destinations with one small message each, MaxAckPending far
+// below that: the ack-pending trigger keeps delivery flowing and nothing
+// is redelivered while it waits for its flush.
+func TestTenThousandDestinations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 flushes")
+	}
+	const n = 10000
+	e := newEnv(t, func(c *cfgpkg.Config) {
+		c.Delivery.Partitions = 4
+		c.Delivery.MaxAckPending = 1000
+		c.Delivery.Workers = 8
+	})
+	r := e.start(t, "a", nil)
+	publishMany(t, e, n, 0)
+	start := time.Now()
+	waitFor(t, 5*time.Minute, "10,000 flushes", func() bool { return testutil.ToFloat64(r.m.m.flushes.WithLabelValues("ok")) >= n })
+	t.Logf("10,000 destinations flushed in %s (%.0f/s)", time.Since(start), n/time.Since(start).Seconds())
+	redelivered := 0
+	for p := 0; p < 4; p++ {
+		pend, red := e.ackPending(t, p)
+		if pend != 0 {
+			waitFor(t, 10*time.Second, "acks", func() bool { x, _ := e.ackPending(t, p); return x == 0 })
+		}
+		redelivered += red
+	}
+	if redelivered != 0 || testutil.ToFloat64(r.m.m.redelivered) != 0 {
+		t.Fatalf("%d messages redelivered", redelivered)
+	}
+	files := 0
+	if err := e.store.List(e.ctx, "", func(string) error { files++; return nil }); err != nil || files != n {
+		t.Fatalf("%d packs (%v), want %d", files, err, n)
+	}
+}
+
+// publishMany publishes one one-row message to each of n destinations.
+func publishMany(t testing.TB, e *env, n int, round int) {
+	rec := pt.Batch(nil, []pt.Row{{ID: 1, Tenant: "x", Op: proto.OpInsert, LSN: uint64(1000 + round), Seq: 1}})
+	defer rec.Release()
+	body := mustEncode(t, rec)
+	for i := 0; i < n; i++ {
+		d := fmt.Sprintf("dest%05d", i)
+		h := nats.Header{}
+		h.Set(proto.HeaderWire, proto.WireVersion)
+		h.Set(proto.HeaderTable, "public.items")
+		msg := &nats.Msg{Subject: proto.RoutedSubject(proto.Partition(d, e.cfg.Delivery.Partitions), d), Header: h, Data: body}
+		if _, err := e.js.PublishMsgAsync(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		t.Fatal("async publishes did not complete")
+	}
+}
