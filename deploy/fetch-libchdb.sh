@@ -42,9 +42,9 @@ if [[ ! -s "${tarball}" ]]; then
 		exit 1
 	fi
 	echo "fetch-libchdb: downloading ${pkg} (about 166 MB) ..." >&2
-	(cd "${work}" && npm pack --silent "${pkg}" >"${work}/npm.out")
-	tarball="${work}/$(tail -n1 "${work}/npm.out")"
-	if [[ ! -s "${tarball}" ]]; then
+	(cd "${work}" && npm pack --silent "${pkg}" >/dev/null)
+	tarball="$(find "${work}" -maxdepth 1 -name '*.tgz' -print -quit)"
+	if [[ -z "${tarball}" || ! -s "${tarball}" ]]; then
 		echo "fetch-libchdb: npm pack ${pkg} produced no tarball" >&2
 		exit 1
 	fi

@@ -1,3 +1,551 @@
-// Package indexer is the indexer service: a component with Run(ctx) that its own
-// binary (cmd/indexer) and `sluice dev` both call.
+// Package indexer is the indexer service: it reads every pack announced on
+// PACKS (and, as a completeness check, every pack in the pack store), checks
+// its footer against its event and path, inserts its rows into the catalog
+// and records it in the pack inventory — inventory last, ack after. Any
+// number of replicas share the durable consumer proto.ConsumerIndexer;
+// indexing is idempotent by pack identity.
+//
+// The indexer must never index a pack whose footer names another
+// destination, table or id than its event or its path (tenant isolation:
+// such a pack is dead-lettered), never ack an event before the pack's
+// inventory row is written, and never block other packs on a bad one.
+//
+// NOTES
+//   - Events are gathered for up to indexer.batch_wait or indexer.batch_rows
+//     rows, then indexed together: one INSERT ... SELECT per (table, schema)
+//     over a UNION ALL of the packs' files. A failed batch is retried pack by
+//     pack, so one bad pack cannot hold the others back.
+//   - The reconciler lists the pack store every indexer.reconcile_interval
+//     (and at start) and indexes packs missing from the inventory: events
+//     are hints, the scan is completeness.
 package indexer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/arrowcodec"
+	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+)
+
+// Deps is what the indexer needs.
+type Deps struct {
+	JS      jetstream.JetStream
+	Log     *slog.Logger
+	Metrics prometheus.Registerer
+	Catalog catalog.Conn
+	Packs   packstore.Store
+}
+
+// Status is the indexer's state for `sluice status`.
+type Status struct {
+	Packs         int64     `json:"packs_indexed"`
+	Rows          int64     `json:"rows_indexed"`
+	Batches       int64     `json:"batches"`
+	DeadLettered  int64     `json:"dead_lettered"`
+	LastBatch     time.Time `json:"last_batch,omitempty"`
+	LastBatchMs   float64   `json:"last_batch_ms"`
+	Reconciled    int64     `json:"reconciled_packs"`
+	LastReconcile time.Time `json:"last_reconcile,omitempty"`
+	LastError     string    `json:"last_error,omitempty"`
+}
+
+// Indexer is the indexer component.
+type Indexer struct {
+	cfg   config.Config
+	deps  Deps
+	log   *slog.Logger
+	cat   *catalog.Catalog
+	dlq   *natsx.DeadLetter
+	queue chan item
+	m     metrics
+
+	// indexMu serializes Index calls of the batcher and the reconciler in
+	// this process, so one does not re-insert what the other is indexing
+	// (harmless, but wasted work). Lock order: indexMu before mu.
+	indexMu sync.Mutex
+	mu      sync.Mutex // guards status and bad
+	status  Status
+	bad     map[string]bool // paths the reconciler already dead-lettered
+}
+
+// item is one pack waiting in the batch, with the event to ack (nil when
+// the reconciler found it).
+type item struct {
+	ref catalog.PackRef
+	msg jetstream.Msg
+}
+
+type metrics struct {
+	packs, rows, dead, reconciled prometheus.Counter
+	batch                         prometheus.Histogram
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return are.ExistingCollector.(C)
+		}
+	}
+	return c
+}
+
+// New returns an indexer; Run starts it.
+func New(cfg config.Config, deps Deps) (*Indexer, error) {
+	if deps.JS == nil || deps.Catalog == nil || deps.Packs == nil {
+		return nil, errors.New("creating indexer: JS, Catalog and Packs are required")
+	}
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	log := deps.Log.With("service", "indexer")
+	ix := &Indexer{
+		cfg:   cfg,
+		deps:  deps,
+		log:   log,
+		cat:   catalog.New(deps.Catalog, catalog.Options{Prefix: cfg.Catalog.Prefix, Log: log}),
+		dlq:   natsx.NewDeadLetter(deps.JS, "indexer"),
+		queue: make(chan item, 1024),
+		bad:   map[string]bool{},
+	}
+	reg := deps.Metrics
+	ix.m = metrics{
+		packs:      register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_packs_total", Help: "Packs indexed into the catalog."})),
+		rows:       register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_rows_total", Help: "Rows indexed into the catalog."})),
+		dead:       register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_dead_letters_total", Help: "Packs dead-lettered (corrupt or mismatched)."})),
+		reconciled: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_reconciled_packs_total", Help: "Packs the reconciler found missing from the inventory."})),
+		batch: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_indexer_batch_seconds", Help: "Time to index one batch of packs.",
+			Buckets: prometheus.ExponentialBuckets(0.002, 2, 14)})),
+	}
+	return ix, nil
+}
+
+// Catalog returns the catalog the indexer writes.
+func (ix *Indexer) Catalog() *catalog.Catalog { return ix.cat }
+
+// Status returns a snapshot of the indexer's state.
+func (ix *Indexer) Status() Status {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.status
+}
+
+func (ix *Indexer) setErr(err error) {
+	ix.mu.Lock()
+	if err != nil {
+		ix.status.LastError = err.Error()
+	} else {
+		ix.status.LastError = ""
+	}
+	ix.mu.Unlock()
+}
+
+// Run checks the catalog schema, then consumes PACKS, batches, indexes and
+// reconciles until ctx ends. It returns nil on a clean shutdown.
+func (ix *Indexer) Run(ctx context.Context) error {
+	if err := ix.cat.EnsureSchema(ctx); err != nil {
+		return fmt.Errorf("starting indexer: %w", err)
+	}
+	cons, err := ix.deps.JS.CreateOrUpdateConsumer(ctx, proto.StreamPacks, jetstream.ConsumerConfig{
+		Durable:       proto.ConsumerIndexer,
+		FilterSubject: proto.SubjectPacksAll,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       time.Minute,
+		MaxAckPending: 4096,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return fmt.Errorf("starting indexer: creating consumer %s: %w", proto.ConsumerIndexer, err)
+	}
+	ix.log.Info("indexer started", "store", ix.deps.Packs.ID(), "batch_rows", ix.cfg.Indexer.BatchRows, "batch_wait", ix.cfg.Indexer.BatchWait)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return natsx.Consume(gctx, cons, ix.handle, natsx.ConsumeOptions{
+			Stage: "indexer", DLQ: ix.dlq, Fetch: 256, MaxWait: time.Second, ManualAck: true,
+			Log: ix.log, Metrics: ix.deps.Metrics,
+		})
+	})
+	g.Go(func() error { return ix.batcher(gctx) })
+	g.Go(func() error { return ix.reconciler(gctx) })
+	err = g.Wait()
+	ix.log.Info("indexer stopped")
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// handle checks one pack event and queues its pack for the batcher. It
+// returns a permanent error for a bad event or a pack that disagrees with
+// it (dead-lettered by Consume).
+func (ix *Indexer) handle(ctx context.Context, msg jetstream.Msg) error {
+	ref, err := ix.check(ctx, msg)
+	if err != nil {
+		if errors.Is(err, packstore.ErrCorruptPack) || errors.Is(err, catalog.ErrPackMismatch) || errors.Is(err, arrowcodec.ErrDecode) ||
+			errors.Is(err, proto.ErrWireVersion) || errors.Is(err, packstore.ErrBadPath) || errors.Is(err, errBadEvent) {
+			ix.m.dead.Inc()
+			ix.mu.Lock()
+			ix.status.DeadLettered++
+			ix.mu.Unlock()
+			return natsx.Permanent(err)
+		}
+		return err
+	}
+	select {
+	case ix.queue <- item{ref: ref, msg: msg}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errBadEvent = errors.New("bad pack event")
+
+// event is a decoded pack event.
+type event struct {
+	packID, storeID, destination, table, path string
+}
+
+func decodeEvent(msg jetstream.Msg) (event, error) {
+	if err := proto.CheckWire(msg.Headers().Get(proto.HeaderWire)); err != nil {
+		return event{}, err
+	}
+	rec, err := arrowcodec.Decode(msg.Data(), memory.DefaultAllocator)
+	if err != nil {
+		return event{}, fmt.Errorf("decoding pack event: %w", err)
+	}
+	defer rec.Release()
+	if rec.NumRows() != 1 {
+		return event{}, fmt.Errorf("%w: %d rows, want 1", errBadEvent, rec.NumRows())
+	}
+	get := func(name string) (string, error) {
+		idx := rec.Schema().FieldIndices(name)
+		if len(idx) != 1 {
+			return "", fmt.Errorf("%w: no %s column", errBadEvent, name)
+		}
+		col, ok := rec.Column(idx[0]).(*array.String)
+		if !ok || col.IsNull(0) {
+			return "", fmt.Errorf("%w: %s is not a string", errBadEvent, name)
+		}
+		return col.Value(0), nil
+	}
+	var ev event
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"pack_id", &ev.packID}, {"store_id", &ev.storeID}, {"destination", &ev.destination}, {"table", &ev.table}, {"path", &ev.path}} {
+		if *f.dst, err = get(f.name); err != nil {
+			return event{}, err
+		}
+	}
+	return ev, nil
+}
+
+// check decodes the event, reads the pack's footer and checks that event,
+// subject, path and footer all name the same destination, table and pack.
+func (ix *Indexer) check(ctx context.Context, msg jetstream.Msg) (catalog.PackRef, error) {
+	ev, err := decodeEvent(msg)
+	if err != nil {
+		return catalog.PackRef{}, err
+	}
+	subjDest, _ := strings.CutPrefix(msg.Subject(), "sluice.packs.")
+	if subjDest != ev.destination {
+		return catalog.PackRef{}, fmt.Errorf("%w: event on %s names destination %q", catalog.ErrPackMismatch, msg.Subject(), ev.destination)
+	}
+	if ev.storeID != ix.deps.Packs.ID() {
+		return catalog.PackRef{}, fmt.Errorf("%w: event names store %q, this indexer reads store %q", catalog.ErrPackMismatch, ev.storeID, ix.deps.Packs.ID())
+	}
+	if err := packstore.ValidatePath(ev.path); err != nil {
+		return catalog.PackRef{}, err
+	}
+	if want := proto.PackPath(ev.destination, ev.table, ev.packID); want != ev.path {
+		return catalog.PackRef{}, fmt.Errorf("%w: event path %s, its destination, table and id make %s", catalog.ErrPackMismatch, ev.path, want)
+	}
+	ref, err := catalog.ReadRef(ctx, ix.deps.Packs, ev.path)
+	if err != nil {
+		if errors.Is(err, packstore.ErrNotFound) {
+			return catalog.PackRef{}, fmt.Errorf("%w: %v", errBadEvent, err)
+		}
+		return catalog.PackRef{}, err
+	}
+	m := ref.Meta
+	if m.Destination != ev.destination || m.Table != ev.table || m.PackID != ev.packID {
+		return catalog.PackRef{}, fmt.Errorf("%w: event names %s/%s/%s, footer names %s/%s/%s", catalog.ErrPackMismatch,
+			ev.destination, ev.table, ev.packID, m.Destination, m.Table, m.PackID)
+	}
+	return ref, nil
+}
+
+// batcher gathers queued packs for up to batch_wait or batch_rows rows and
+// indexes them together. On shutdown, waiting events are naked.
+func (ix *Indexer) batcher(ctx context.Context) error {
+	var batch []item
+	var rows int64
+	var timer <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			for _, it := range batch {
+				if it.msg != nil {
+					_ = it.msg.Nak()
+				}
+			}
+			for {
+				select {
+				case it := <-ix.queue:
+					if it.msg != nil {
+						_ = it.msg.Nak()
+					}
+				default:
+					return nil
+				}
+			}
+		case it := <-ix.queue:
+			if len(batch) == 0 {
+				timer = time.After(ix.cfg.Indexer.BatchWait)
+			}
+			batch = append(batch, it)
+			rows += it.ref.Meta.Rows
+			if rows < int64(ix.cfg.Indexer.BatchRows) {
+				continue
+			}
+		case <-timer:
+		}
+		ix.flush(ctx, batch)
+		batch, rows, timer = nil, 0, nil
+	}
+}
+
+// flush indexes a batch and settles its events. A failed batch is retried
+// pack by pack; a pack failing alone is naked with backoff.
+func (ix *Indexer) flush(ctx context.Context, batch []item) {
+	if len(batch) == 0 {
+		return
+	}
+	ctx, span := otel.Tracer("github.com/sluice-cdc/sluice/services/indexer").Start(ctx, "indexer.batch")
+	defer span.End()
+	span.SetAttributes(attribute.Int("sluice.packs", len(batch)))
+	start := time.Now()
+	err := ix.index(ctx, batch)
+	if err != nil && len(batch) > 1 {
+		ix.log.Warn("indexing batch failed, retrying pack by pack", "packs", len(batch), "err", err)
+		for _, it := range batch {
+			if e := ix.index(ctx, []item{it}); e != nil {
+				ix.retry(it, e)
+			} else {
+				ix.ack(it)
+			}
+		}
+		return
+	}
+	if err != nil {
+		ix.retry(batch[0], err)
+		return
+	}
+	for _, it := range batch {
+		ix.ack(it)
+	}
+	d := time.Since(start)
+	ix.m.batch.Observe(d.Seconds())
+	ix.mu.Lock()
+	ix.status.Batches++
+	ix.status.LastBatch = time.Now()
+	ix.status.LastBatchMs = float64(d.Microseconds()) / 1000
+	ix.mu.Unlock()
+}
+
+func (ix *Indexer) index(ctx context.Context, batch []item) error {
+	refs := make([]catalog.PackRef, len(batch))
+	for i, it := range batch {
+		refs[i] = it.ref
+	}
+	ix.indexMu.Lock()
+	st, err := ix.cat.Index(ctx, ix.deps.Packs, refs)
+	ix.indexMu.Unlock()
+	if err != nil {
+		ix.setErr(err)
+		return err
+	}
+	ix.m.packs.Add(float64(st.Packs))
+	ix.m.rows.Add(float64(st.Rows))
+	ix.mu.Lock()
+	ix.status.Packs += int64(st.Packs)
+	ix.status.Rows += int64(st.Rows)
+	ix.status.LastError = ""
+	ix.mu.Unlock()
+	return nil
+}
+
+func (ix *Indexer) ack(it item) {
+	if it.msg == nil {
+		return
+	}
+	if err := it.msg.Ack(); err != nil {
+		ix.log.Warn("acking pack event failed; it will be redelivered and skipped", "pack", it.ref.Meta.PackID, "err", err)
+	}
+}
+
+func (ix *Indexer) retry(it item, err error) {
+	if errors.Is(err, catalog.ErrBadSchema) {
+		ix.deadLetter(context.Background(), it, err)
+		return
+	}
+	if it.msg == nil {
+		return // the reconciler tries again next round
+	}
+	_ = it.msg.NakWithDelay(natsx.Backoff(int(natsx.Delivered(it.msg))))
+}
+
+func (ix *Indexer) deadLetter(ctx context.Context, it item, reason error) {
+	ix.m.dead.Inc()
+	ix.mu.Lock()
+	ix.status.DeadLettered++
+	ix.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var err error
+	if it.msg != nil {
+		if err = ix.dlq.Send(ctx, it.msg, reason); err == nil {
+			_ = it.msg.TermWithReason(natsx.HeaderValue(reason.Error(), 200))
+			return
+		}
+		_ = it.msg.NakWithDelay(natsx.Backoff(int(natsx.Delivered(it.msg))))
+	} else {
+		hdr := nats.Header{}
+		hdr.Set(proto.HeaderOrigSubject, "packstore:"+it.ref.Path)
+		err = ix.dlq.SendData(ctx, nil, hdr, reason)
+	}
+	if err != nil {
+		ix.log.Error("dead-lettering pack failed", "path", it.ref.Path, "reason", reason, "err", err)
+	}
+}
+
+// reconciler indexes every pack in the store that the inventory lacks, at
+// start and every reconcile_interval.
+func (ix *Indexer) reconciler(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		n, err := ix.Reconcile(ctx)
+		if err != nil && ctx.Err() == nil {
+			ix.log.Warn("reconciling pack store failed", "err", err)
+			ix.setErr(err)
+		} else if n > 0 {
+			ix.log.Info("reconciler indexed packs missing from the inventory", "packs", n)
+		}
+		t.Reset(ix.cfg.Indexer.ReconcileInterval)
+	}
+}
+
+// Reconcile lists the pack store once and indexes the packs missing from
+// the inventory, returning how many it indexed.
+func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
+	inv, err := ix.cat.Inventory(ctx, ix.deps.Packs.ID())
+	if err != nil {
+		return 0, err
+	}
+	var batch []item
+	var rows int64
+	total := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		refs := make([]catalog.PackRef, len(batch))
+		for i, it := range batch {
+			refs[i] = it.ref
+		}
+		ix.indexMu.Lock()
+		st, err := ix.cat.Index(ctx, ix.deps.Packs, refs)
+		ix.indexMu.Unlock()
+		if err != nil {
+			if len(batch) == 1 && errors.Is(err, catalog.ErrBadSchema) {
+				ix.markBad(batch[0].ref.Path)
+				ix.deadLetter(ctx, batch[0], err)
+				batch, rows = nil, 0
+				return nil
+			}
+			return err
+		}
+		total += st.Packs
+		ix.m.reconciled.Add(float64(st.Packs))
+		ix.m.packs.Add(float64(st.Packs))
+		ix.m.rows.Add(float64(st.Rows))
+		ix.mu.Lock()
+		ix.status.Packs += int64(st.Packs)
+		ix.status.Rows += int64(st.Rows)
+		ix.status.Reconciled += int64(st.Packs)
+		ix.mu.Unlock()
+		batch, rows = nil, 0
+		return nil
+	}
+	err = ix.deps.Packs.List(ctx, "", func(path string) error {
+		if inv[path] || ix.isBad(path) {
+			return nil
+		}
+		ref, err := catalog.ReadRef(ctx, ix.deps.Packs, path)
+		if errors.Is(err, packstore.ErrCorruptPack) || errors.Is(err, catalog.ErrPackMismatch) {
+			ix.markBad(path)
+			ix.deadLetter(ctx, item{ref: catalog.PackRef{Path: path}}, err)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		batch = append(batch, item{ref: ref})
+		rows += ref.Meta.Rows
+		if rows >= int64(ix.cfg.Indexer.BatchRows) || len(batch) >= 256 {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	ix.mu.Lock()
+	ix.status.LastReconcile = time.Now()
+	ix.mu.Unlock()
+	if err != nil {
+		return total, fmt.Errorf("reconciling pack store: %w", err)
+	}
+	return total, nil
+}
+
+func (ix *Indexer) markBad(path string) {
+	ix.mu.Lock()
+	ix.bad[path] = true
+	ix.mu.Unlock()
+}
+
+func (ix *Indexer) isBad(path string) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.bad[path]
+}

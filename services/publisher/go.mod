@@ -3,6 +3,7 @@ module github.com/sluice-cdc/sluice/services/publisher
 go 1.26.0
 
 require (
+	github.com/sluice-cdc/sluice/services/indexer v0.0.0
 	github.com/ClickHouse/clickhouse-go/v2 v2.51.0
 	github.com/apache/arrow-go/v18 v18.8.0
 	github.com/chdb-io/chdb-go v1.11.0
@@ -78,6 +79,7 @@ require (
 )
 
 replace (
+	github.com/sluice-cdc/sluice/services/indexer => ../indexer
 	github.com/sluice-cdc/sluice/proto => ../../proto
 	github.com/sluice-cdc/sluice/shared => ../../shared
 )

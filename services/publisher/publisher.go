@@ -1,3 +1,251 @@
-// Package publisher is the publisher service: a component with Run(ctx) that its own
-// binary (cmd/publisher) and `sluice dev` both call.
+// Package publisher is the publisher service: it holds the catalog's
+// publisher lease and publishes fenced snapshots (manifest + watermark rows
+// paired by publish_id) whenever new packs are indexed or the frontier
+// moves, each claiming the through_lsn the frontier state machine has
+// proven. Any number of replicas may run; one holds the lease.
+//
+// The publisher must never publish without a live lease (the catalog checks
+// it inside each statement), never claim a through_lsn the frontier has not
+// proven, and never let through_lsn go backwards.
+//
+// NOTES
+//   - Frontier (ARCHITECTURE.md "Frontiers"): sample the router's ack floor
+//     on CHANGES, read the message there and take its Sluice-Through as L,
+//     with ROUTED's last sequence S1; wait until every flusher-p<N> consumer
+//     (N < delivery.partitions; a missing one has not passed) has an ack
+//     floor >= S1 or nothing pending; sample PACKS' last sequence S2; wait
+//     until the indexer's ack floor >= S2 or nothing pending; then L is
+//     proven. If CHANGES is empty (or the router has acked nothing), L = 0.
+//   - The lease is renewed before every publish (by catalog.Publish) and on
+//     every idle tick; lease_ttl > 2 * interval is enforced by config.
 package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/config"
+)
+
+// Deps is what the publisher needs.
+type Deps struct {
+	JS      jetstream.JetStream
+	Log     *slog.Logger
+	Metrics prometheus.Registerer
+	Catalog catalog.Conn
+}
+
+// Status is the publisher's state for `sluice status`.
+type Status struct {
+	Holder         string    `json:"holder"`
+	LeaseHeld      bool      `json:"lease_held"`
+	LeaseTerm      uint64    `json:"lease_term,omitempty"`
+	LatestVersion  uint64    `json:"latest_version"`
+	ThroughLSN     string    `json:"through_lsn"`
+	LastPublish    time.Time `json:"last_publish,omitempty"`
+	LastPublishMs  float64   `json:"last_publish_ms"`
+	Publishes      int64     `json:"publishes"`
+	FrontierStage  string    `json:"frontier_stage"`
+	FrontierTarget string    `json:"frontier_target"` // the L being proven
+	LastError      string    `json:"last_error,omitempty"`
+}
+
+// Publisher is the publisher component.
+type Publisher struct {
+	cfg    config.Config
+	deps   Deps
+	log    *slog.Logger
+	cat    *catalog.Catalog
+	holder string
+	fr     *Frontier
+
+	latency   prometheus.Histogram
+	publishes prometheus.Counter
+	through   prometheus.Gauge
+
+	mu     sync.Mutex // guards status
+	status Status
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return are.ExistingCollector.(C)
+		}
+	}
+	return c
+}
+
+// New returns a publisher; Run starts it.
+func New(cfg config.Config, deps Deps) (*Publisher, error) {
+	if deps.JS == nil || deps.Catalog == nil {
+		return nil, errors.New("creating publisher: JS and Catalog are required")
+	}
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+	log := deps.Log.With("service", "publisher")
+	p := &Publisher{
+		cfg: cfg, deps: deps, log: log, holder: holder,
+		cat: catalog.New(deps.Catalog, catalog.Options{Prefix: cfg.Catalog.Prefix, Log: log}),
+		fr:  NewFrontier(deps.JS, cfg.Delivery.Partitions),
+		latency: register(deps.Metrics, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_publisher_publish_seconds",
+			Help: "Time to publish one snapshot, lease renewal included.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})),
+		publishes: register(deps.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_publisher_publishes_total", Help: "Snapshots published."})),
+		through: register(deps.Metrics, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_publisher_through_lsn_bytes",
+			Help: "through_lsn of the latest published snapshot, as a WAL byte position."})),
+	}
+	p.status.Holder = holder
+	return p, nil
+}
+
+// Catalog returns the catalog the publisher writes.
+func (p *Publisher) Catalog() *catalog.Catalog { return p.cat }
+
+// Status returns a snapshot of the publisher's state.
+func (p *Publisher) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.status
+	stage, target := p.fr.State()
+	s.FrontierStage, s.FrontierTarget = stage, target.String()
+	return s
+}
+
+func (p *Publisher) update(f func(s *Status)) {
+	p.mu.Lock()
+	f(&p.status)
+	p.mu.Unlock()
+}
+
+// Run publishes until ctx ends, then releases the lease. It returns nil on
+// a clean shutdown and an error only when the catalog is refused.
+func (p *Publisher) Run(ctx context.Context) error {
+	if err := p.cat.EnsureSchema(ctx); err != nil {
+		return fmt.Errorf("starting publisher: %w", err)
+	}
+	var published proto.LSN
+	if s, err := p.cat.Latest(ctx); err == nil {
+		published = s.ThroughLSN
+		p.update(func(st *Status) { st.LatestVersion, st.ThroughLSN = s.Version, s.ThroughLSN.String() })
+	}
+	p.log.Info("publisher started", "holder", p.holder, "interval", p.cfg.Publisher.Interval)
+	ttl := p.cfg.Publisher.LeaseTTL
+	var lease catalog.Lease
+	held := false
+	tick := time.NewTicker(p.cfg.Publisher.Interval)
+	defer tick.Stop()
+	defer func() {
+		if held {
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := p.cat.ReleaseLease(rctx, lease); err != nil {
+				p.log.Warn("releasing publisher lease failed; it expires on its own", "err", err)
+			}
+		}
+		p.log.Info("publisher stopped")
+	}()
+	for {
+		if !held {
+			l, err := p.cat.AcquireLease(ctx, p.holder, ttl)
+			switch {
+			case err == nil:
+				lease, held = l, true
+				p.update(func(s *Status) { s.LeaseHeld, s.LeaseTerm, s.LastError = true, l.Term, "" })
+			case ctx.Err() != nil:
+				return nil
+			default:
+				p.update(func(s *Status) { s.LeaseHeld, s.LastError = false, err.Error() })
+			}
+		}
+		if held {
+			through, err := p.fr.Step(ctx)
+			if err != nil && ctx.Err() == nil {
+				p.log.Debug("sampling frontier", "err", err)
+			}
+			if through < published {
+				through = published
+			}
+			pending, err := p.cat.Pending(ctx)
+			switch {
+			case err != nil:
+				p.update(func(s *Status) { s.LastError = err.Error() })
+			case pending > 0 || through > published:
+				res, err := p.publish(ctx, lease, ttl, through)
+				lease = res.Lease
+				switch {
+				case err == nil:
+					published = res.Snapshot.ThroughLSN
+				case errors.Is(err, catalog.ErrLeaseLost):
+					p.log.Warn("publisher lease lost; re-acquiring", "err", err)
+					held = false
+					p.update(func(s *Status) { s.LeaseHeld, s.LastError = false, err.Error() })
+				case errors.Is(err, catalog.ErrPublishConflict):
+					p.log.Error("snapshot published twice at one version; operator attention needed", "err", err)
+					p.update(func(s *Status) { s.LastError = err.Error() })
+				case ctx.Err() != nil:
+				default:
+					p.log.Warn("publishing snapshot failed", "err", err)
+					p.update(func(s *Status) { s.LastError = err.Error() })
+				}
+			default:
+				l, err := p.cat.RenewLease(ctx, lease, ttl)
+				if err != nil && ctx.Err() == nil {
+					if errors.Is(err, catalog.ErrLeaseLost) {
+						held = false
+						p.log.Warn("publisher lease lost; re-acquiring", "err", err)
+					}
+					p.update(func(s *Status) { s.LeaseHeld, s.LastError = held, err.Error() })
+				} else if err == nil {
+					lease = l
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (p *Publisher) publish(ctx context.Context, l catalog.Lease, ttl time.Duration, through proto.LSN) (catalog.PublishResult, error) {
+	ctx, span := otel.Tracer("github.com/sluice-cdc/sluice/services/publisher").Start(ctx, "publisher.publish")
+	defer span.End()
+	start := time.Now()
+	res, err := p.cat.Publish(ctx, l, ttl, through)
+	if err != nil {
+		return res, err
+	}
+	d := time.Since(start)
+	p.latency.Observe(d.Seconds())
+	p.publishes.Inc()
+	p.through.Set(float64(res.Snapshot.ThroughLSN))
+	span.SetAttributes(attribute.Int64("sluice.version", int64(res.Snapshot.Version)), attribute.String("sluice.through_lsn", res.Snapshot.Through))
+	p.update(func(s *Status) {
+		s.LatestVersion, s.ThroughLSN = res.Snapshot.Version, res.Snapshot.Through
+		s.LastPublish, s.LastPublishMs = time.Now(), float64(d.Microseconds())/1000
+		s.Publishes++
+		s.LeaseTerm, s.LastError = res.Lease.Term, ""
+	})
+	return res, nil
+}

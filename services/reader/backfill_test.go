@@ -95,6 +95,9 @@ func TestBackfillThenStream(t *testing.T) {
 	others := 0
 	for _, r := range rows {
 		if r.table == "public.items" {
+			if r.schema != rows[0].schema {
+				t.Errorf("backfilled and streamed batches differ in schema fingerprint: %s vs %s", r.schema, rows[0].schema)
+			}
 			items = append(items, r)
 		} else {
 			others++

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -97,4 +98,38 @@ func TestPublicationAddsTable(t *testing.T) {
 	if rows[0].table != "public.more" {
 		t.Errorf("got %v", rows[0])
 	}
+}
+
+// A reader that loses its lease stops streaming at once and waits as a
+// standby; its Status says so.
+func TestLeaseLostStopsStreaming(t *testing.T) {
+	e := newEnv(t, "public.items")
+	e.exec(schemaSQL)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	// Another holder takes the lease over (as after an expiry).
+	e.exec(`UPDATE sluice.leases SET holder = 'thief', term = term + 1, expires_at = now() + interval '1 hour' WHERE name = 'reader/sluice_test'`)
+	eventually(t, 2*e.cfg.Reader.LeaseTTL, func() error {
+		if s := run.r.Status().State; s != "standby" {
+			return fmt.Errorf("state %s", s)
+		}
+		return nil
+	})
+	var active int
+	eventually(t, 5*time.Second, func() error {
+		pool := e.statePool()
+		defer pool.Close()
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sluice_test' AND active`).Scan(&active); err != nil {
+			return err
+		}
+		if active != 0 {
+			return fmt.Errorf("slot still active")
+		}
+		return nil
+	})
+	b, err := json.Marshal(run.r.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("status: %s", b)
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/goleak"
 
 	"github.com/sluice-cdc/sluice/proto"
@@ -28,6 +30,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// A recording tracer provider (no exporter), so spans have real ids and
+	// messages carry traceparent.
+	otel.SetTracerProvider(sdktrace.NewTracerProvider())
 	goleak.VerifyTestMain(&mainWrapper{m},
 		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
 		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"))
@@ -49,6 +54,8 @@ type env struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	mem *memory.CheckedAllocator
+	// alloc is what readers allocate from: mem, except in benchmarks.
+	alloc memory.Allocator
 }
 
 func newEnv(t testing.TB, tables ...string) *env {
@@ -81,6 +88,7 @@ func newEnv(t testing.TB, tables ...string) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, dsn: dsn, cfg: cfg, nc: nc, js: js, mem: memory.NewCheckedAllocator(memory.NewGoAllocator())}
+	e.alloc = e.mem
 	// Runs after every reader of the test stopped (cleanups run last-in
 	// first-out): every Arrow buffer was released.
 	t.Cleanup(func() {
@@ -116,7 +124,7 @@ type running struct {
 
 func (e *env) newReader(holder string, tweak func(*Reader)) *Reader {
 	e.t.Helper()
-	r, err := New(e.cfg, Deps{JS: e.js, NC: e.nc, Log: e.logger().With("holder", holder), Metrics: prometheus.NewRegistry(), Holder: holder, Mem: e.mem})
+	r, err := New(e.cfg, Deps{JS: e.js, NC: e.nc, Log: e.logger().With("holder", holder), Metrics: prometheus.NewRegistry(), Holder: holder, Mem: e.alloc})
 	if err != nil {
 		e.t.Fatal(err)
 	}

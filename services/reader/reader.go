@@ -63,6 +63,7 @@ type Reader struct {
 	publishHook func(capture.PublishFunc) capture.PublishFunc
 	onConfirm   func(proto.LSN)
 	noRelease   bool // a "killed" reader leaves its lease to expire
+	unchained   bool // no Nats-Expected-Last-Msg-Id chain
 }
 
 // Status is the reader's state for `sluice status` and /api/v1/status.
@@ -327,7 +328,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		},
 		Publish: r.deps.JS.PublishMsgAsync, Log: r.log, Metrics: r.metrics,
 		Tracer: otel.Tracer("github.com/sluice-cdc/sluice/services/reader"), State: r.state,
-		ScalarMaxForTest: r.scalarMax, OnConfirm: r.onConfirm,
+		ScalarMaxForTest: r.scalarMax, UnchainedForTest: r.unchained, OnConfirm: r.onConfirm,
 	}
 	if r.publishHook != nil {
 		opts.Publish = r.publishHook(opts.Publish)

@@ -75,6 +75,23 @@ func TestStreamInsertUpdateDeleteMove(t *testing.T) {
 		}
 		return nil
 	})
+	_, _, msgs := e.changes()
+	traces := map[string]bool{}
+	for _, m := range msgs {
+		if m.Subject == proto.SubjectTick {
+			continue
+		}
+		tp := m.Header.Get(proto.HeaderTraceparent)
+		if len(tp) != 55 || traces[tp] {
+			t.Errorf("message %s: traceparent %q (each batch is the root of its own trace)", m.Header.Get(proto.HeaderMsgID), tp)
+		}
+		traces[tp] = true
+		for _, h := range []string{proto.HeaderWire, proto.HeaderTable, proto.HeaderSchema, proto.HeaderFirst, proto.HeaderLast, proto.HeaderThrough, proto.HeaderRows, proto.HeaderMsgID} {
+			if m.Header.Get(h) == "" {
+				t.Errorf("message lacks header %s", h)
+			}
+		}
+	}
 	if st := run.r.Status(); st.Rows["public.items"] != 7 {
 		t.Errorf("status rows %v", st.Rows)
 	}

@@ -129,6 +129,11 @@ func (c *ChDB) QueryRaw(ctx context.Context, query, format string) ([]byte, erro
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if strings.IndexByte(query, 0) >= 0 {
+		// The C API takes a NUL-terminated string: refuse rather than run a
+		// silently truncated statement.
+		return nil, &Exception{Code: 62, Message: "Code: 62. query contains a NUL byte; write binary values as escapes ('\\x00') in the SQL"}
+	}
 	return c.eng.exec(ctx, c.database, query, format)
 }
 

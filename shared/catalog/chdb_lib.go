@@ -1,7 +1,6 @@
 package catalog
 
 import (
-
 	"fmt"
 	"os"
 	"path/filepath"
@@ -174,6 +173,3 @@ func versionLess(a, b []int) bool {
 	}
 	return len(a) < len(b)
 }
-
-
-

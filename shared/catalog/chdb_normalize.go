@@ -161,6 +161,13 @@ func normalize(v any, t string) any {
 	case string:
 		return x
 	case []byte:
+		if et := elemType(t); et != "" {
+			out := make([]any, len(x)) // Array(UInt8), not a string
+			for i, b := range x {
+				out[i] = uint64(b)
+			}
+			return out
+		}
 		return string(x)
 	case time.Time:
 		return timeValue(x, t)

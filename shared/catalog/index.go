@@ -44,7 +44,7 @@ func (c *Catalog) Indexed(ctx context.Context, keys []PackKey) (map[PackKey]bool
 	return out, nil
 }
 
-// Inventory calls fn for every pack the inventory records from storeID.
+// Inventory returns the paths of every pack the inventory records from storeID.
 func (c *Catalog) Inventory(ctx context.Context, storeID string) (map[string]bool, error) {
 	res, err := c.conn.Query(ctx, "SELECT DISTINCT path FROM "+ident(c.n.packs())+" WHERE store_id = "+quote(storeID))
 	if err != nil {

@@ -242,25 +242,25 @@ func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, throu
 		if err := c.conn.Exec(ctx, q); err != nil {
 			return PublishResult{Lease: l}, fmt.Errorf("publishing version %d: writing watermark: %w", v, err)
 		}
-		res, err := c.conn.Query(ctx, fmt.Sprintf("SELECT publish_id FROM %s WHERE version = %d", wt, v))
+		res, err := c.conn.Query(ctx, fmt.Sprintf(
+			"SELECT publish_id, published_at, through_lsn, new_packs, (SELECT sum(new_packs) FROM %s WHERE version <= %d) FROM %s WHERE version = %d",
+			wt, v, wt, v))
 		if err != nil {
 			return PublishResult{Lease: l}, fmt.Errorf("publishing version %d: reading back: %w", v, err)
 		}
 		mine, foreign := false, ""
+		var snap Snapshot
 		for _, r := range res.Rows {
 			if id := asString(r[0]); id == pid {
 				mine = true
+				snap = snapshotFromRow([]any{v, id, r[1], r[2], r[3], r[4]})
 			} else {
 				foreign = id
 			}
 		}
 		switch {
 		case mine && foreign == "":
-			s, err := c.Snapshot(ctx, v)
-			if err != nil {
-				return PublishResult{Lease: l}, err
-			}
-			return PublishResult{Snapshot: s, Attempts: attempt, Lease: l}, nil
+			return PublishResult{Snapshot: snap, Attempts: attempt, Lease: l}, nil
 		case mine:
 			return PublishResult{Lease: l}, fmt.Errorf("%w: version %d holds publish %s beside this publish %s", ErrPublishConflict, v, foreign, pid)
 		}

@@ -233,38 +233,52 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	}
 	where := "destination = " + quote(req.Destination) + " AND " + c.membership(u64(v), req.Destination, req.Table)
 	if req.Cursor != "" {
-		after, err := cursorPredicate(ti, req.Cursor)
+		after, err := cursorPredicate(ti, req.Cursor, ">")
 		if err != nil {
 			return Page{}, err
 		}
 		where += " AND " + after
 	}
-	order := []string{"destination"}
-	for _, k := range ti.PrimaryKey {
-		order = append(order, ident(k))
+	keyCols := make([]string, len(ti.PrimaryKey))
+	for i, k := range ti.PrimaryKey {
+		keyCols[i] = ident(k)
 	}
-	q := c.resolution(ti, where) + " ORDER BY " + strings.Join(order, ", ") + " LIMIT " + strconv.Itoa(req.Limit+1) +
-		" SETTINGS optimize_aggregation_in_order = 1"
+	// The page's key range first: the next Limit distinct keys, read in
+	// primary-key order (the rows table is sorted by destination, key), so
+	// the resolution below aggregates one page, not the destination.
+	kq := "SELECT DISTINCT " + strings.Join(keyCols, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
+		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit)
+	keys, err := c.conn.Query(ctx, kq)
+	if err != nil {
+		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)
+	}
+	page := Page{Version: v, Rows: []json.RawMessage{}}
+	if len(keys.Rows) == 0 {
+		return page, nil
+	}
+	last := keys.Rows[len(keys.Rows)-1]
+	upTo, err := cursorPredicate(ti, encodeCursor(last), "<=")
+	if err != nil {
+		return Page{}, err
+	}
+	order := append([]string{"destination"}, keyCols...)
+	q := c.resolution(ti, where+" AND "+upTo) + " ORDER BY " + strings.Join(order, ", ")
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)
 	}
-	page := Page{Version: v, Rows: make([]json.RawMessage, 0, min(len(res.Rows), req.Limit))}
-	rows := res.Rows
-	more := len(rows) > req.Limit
-	if more {
-		rows = rows[:req.Limit]
-	}
-	for _, r := range rows {
+	page.Rows = make([]json.RawMessage, 0, len(res.Rows))
+	for _, r := range res.Rows {
 		b, err := c.renderRow(ti, r, req.SystemColumns)
 		if err != nil {
 			return Page{}, fmt.Errorf("rendering %s of %s: %w", req.Table, req.Destination, err)
 		}
 		page.Rows = append(page.Rows, b)
 	}
-	if more {
-		last := rows[len(rows)-1]
-		page.Next = encodeCursor(last[1 : 1+len(ti.PrimaryKey)])
+	if len(keys.Rows) == req.Limit {
+		// A page may hold fewer rows than keys (tombstones); the cursor
+		// follows the keys.
+		page.Next = encodeCursor(last)
 	}
 	return page, nil
 }
@@ -343,8 +357,8 @@ func encodeCursor(key []any) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// cursorPredicate turns a cursor into "(key...) > (values...)".
-func cursorPredicate(ti TableInfo, s string) (string, error) {
+// cursorPredicate turns a cursor into "(key...) <op> (values...)".
+func cursorPredicate(ti TableInfo, s, op string) (string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBadCursor, err)
@@ -369,7 +383,7 @@ func cursorPredicate(ti TableInfo, s string) (string, error) {
 		cols[i] = ident(k)
 		vals[i] = lit
 	}
-	return "(" + strings.Join(cols, ", ") + ") > (" + strings.Join(vals, ", ") + ")", nil
+	return "(" + strings.Join(cols, ", ") + ") " + op + " (" + strings.Join(vals, ", ") + ")", nil
 }
 
 // literal renders a cursor value as an SQL literal of the key column's

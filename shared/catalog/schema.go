@@ -376,7 +376,7 @@ func (c *Catalog) Drop(ctx context.Context) error {
 
 // loadTables reads the registry into memory. With create, it also makes
 // sure every registered table's latest view exists.
-func (c *Catalog) loadTables(ctx context.Context, create bool) error {
+func (c *Catalog) loadTables(ctx context.Context, _ bool) error {
 	res, err := c.conn.Query(ctx, "SELECT table, fingerprint, columns, primary_key, routing, registered_at FROM "+ident(c.n.tables())+" FINAL ORDER BY table, registered_at, fingerprint")
 	if err != nil {
 		return fmt.Errorf("reading table registry: %w", err)

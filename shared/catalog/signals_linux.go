@@ -24,6 +24,8 @@ var restoreSignals atomic.Bool
 
 func init() { restoreSignals.Store(true) }
 
+const sigURG = unix.SIGURG
+
 // syncSignals are the signals a fault in Go code raises; the Go runtime turns
 // them into panics only while its own handler is installed.
 var syncSignals = []unix.Signal{unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL}
@@ -48,7 +50,7 @@ func restoreGoSignalHandlers() {
 		return
 	}
 	var goAct kernelSigaction
-	if err := rtSigaction(unix.SIGURG, nil, &goAct); err != nil || goAct.handler == 0 {
+	if err := rtSigaction(sigURG, nil, &goAct); err != nil || goAct.handler == 0 {
 		return
 	}
 	for _, s := range syncSignals {

@@ -1,5 +1,25 @@
 package packstore
 
+// S3Store NOTES
+//   - Put is one PutObject (atomic on every S3 server) with Content-MD5.
+//     Immutability: If-None-Match: * when OpenS3's probe shows the server
+//     refuses a conditional put over an existing key (412); a 412 then
+//     means "something is there" and the bytes are compared (same bytes:
+//     idempotent no-op; different: ErrImmutable); 409 (a concurrent
+//     conditional write) is retried. Servers that ignore the header fall
+//     back to GET-and-compare, which two racing writers can both pass.
+//   - The SDK's default CRC trailers (aws-chunked) are off
+//     (checksums "when required"): several S3-compatible servers reject them.
+//   - List sorts what the server returns: not every server lists in strict
+//     byte order, and the reconciler relies on lexical order.
+//   - Credentials come only from the environment (config secret:"env", or
+//     AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and are never printed:
+//     String, GoString and LogValue name the bucket only. TableFunction does
+//     carry them, as ClickHouse's s3() needs them; ClickHouse masks s3()
+//     credentials in its query log.
+//   - Tested against versitygw (posix backend), a real S3 server built by
+//     deploy/fetch-s3server.sh; the test skips, saying so, without it.
+
 import (
 	"bytes"
 	"context"

@@ -52,8 +52,11 @@ type Report struct {
 	Differ       int // same key, different values
 	Leaked       int // a row of another tenant
 	ReadErrors   int
-	Diffs        []string
-	Elapsed      time.Duration
+	// ByColumn counts value differences per table.column (a missing or
+	// phantom row counts under table.(row)).
+	ByColumn map[string]int
+	Diffs    []string
+	Elapsed  time.Duration
 }
 
 // OK reports whether the destinations equal the source.
@@ -62,8 +65,20 @@ func (r Report) OK() bool {
 }
 
 func (r Report) String() string {
+	var cols []string
+	for c, n := range r.ByColumn {
+		cols = append(cols, fmt.Sprintf("%s×%d", c, n))
+	}
+	sort.Strings(cols)
+	if len(cols) > 30 {
+		cols = append(cols[:30], "…")
+	}
+	by := ""
+	if len(cols) > 0 {
+		by = "; by column: " + strings.Join(cols, " ")
+	}
 	return fmt.Sprintf("snapshot %d (through %s): %d destination tables, %d rows read, %d source rows: %d missing, %d phantom, %d duplicate, %d differ, %d leaked, %d read errors (%s)",
-		r.Snapshot, r.ThroughLSN, r.Destinations, r.Rows, r.SourceRows, r.Missing, r.Phantom, r.Duplicate, r.Differ, r.Leaked, r.ReadErrors, r.Elapsed.Round(time.Millisecond))
+		r.Snapshot, r.ThroughLSN, r.Destinations, r.Rows, r.SourceRows, r.Missing, r.Phantom, r.Duplicate, r.Differ, r.Leaked, r.ReadErrors, r.Elapsed.Round(time.Millisecond)) + by
 }
 
 type snapshot struct {
@@ -101,7 +116,7 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 	if o.MaxDiffs == 0 {
 		o.MaxDiffs = 40
 	}
-	var rep Report
+	rep := Report{ByColumn: map[string]int{}}
 	if o.Snapshot == 0 {
 		v, through, err := Latest(ctx, server)
 		if err != nil {
@@ -212,7 +227,7 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 				rep.Rows += n
 				rep.Destinations++
 				mu.Unlock()
-				compare(label, want[tenant], got, diff, &rep)
+				compare(label, t.Name, want[tenant], got, diff, &rep, &mu)
 				return nil
 			})
 		}
@@ -224,7 +239,12 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 	return rep, nil
 }
 
-func compare(label string, want, got map[string]any, diff func(*int, string, ...any), rep *Report) {
+func compare(label, table string, want, got map[string]any, diff func(*int, string, ...any), rep *Report, mu *sync.Mutex) {
+	count := func(col string) {
+		mu.Lock()
+		rep.ByColumn[table+"."+col]++
+		mu.Unlock()
+	}
 	var keys []string
 	for k := range want {
 		keys = append(keys, k)
@@ -240,13 +260,24 @@ func compare(label string, want, got map[string]any, diff func(*int, string, ...
 		g, inG := got[k]
 		switch {
 		case !inG:
+			count("(missing row)")
 			diff(&rep.Missing, "%s: missing key %s: want %s", label, k, js(w))
 		case !inW:
+			count("(phantom row)")
 			diff(&rep.Phantom, "%s: phantom key %s: got %s", label, k, js(g))
 		default:
-			wj, gj := js(w), js(g)
-			if wj != gj {
-				diff(&rep.Differ, "%s: key %s differs in %v:\n    want %s\n    got  %s", label, k, differing(w, g), wj, gj)
+			if js(w) != js(g) {
+				cols := differing(w, g)
+				var parts []string
+				wm, _ := w.(map[string]any)
+				gm, _ := g.(map[string]any)
+				for _, c := range cols {
+					count(c)
+					if len(parts) < 4 {
+						parts = append(parts, fmt.Sprintf("%s: want %s got %s", c, js(wm[c]), js(gm[c])))
+					}
+				}
+				diff(&rep.Differ, "%s: key %s differs in %v: %s", label, k, cols, strings.Join(parts, "; "))
 			}
 		}
 	}
@@ -264,7 +295,7 @@ func differing(w, g any) []string {
 	}
 	for k := range gm {
 		if _, ok := wm[k]; !ok {
-			out = append(out, k+"(extra)")
+			out = append(out, k)
 		}
 	}
 	sort.Strings(out)
@@ -273,8 +304,8 @@ func differing(w, g any) []string {
 
 func js(v any) string {
 	b, _ := json.Marshal(v)
-	if len(b) > 600 {
-		return string(b[:600]) + "…"
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
 	}
 	return string(b)
 }

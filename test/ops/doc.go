@@ -12,6 +12,9 @@
 // reach the network: it reads files, runs CLIs and builds binaries locally.
 //
 // NOTES
+//   - compose.yaml is loaded with compose-go (the loader and JSON-schema
+//     validator of `docker compose` v2) in every run, so the check never
+//     depends on a CLI; the CLI check runs in addition when one is found.
 //   - Compose CLI lookup: `docker compose` (v2 plugin), then
 //     ~/.cache/sluice/bin/docker-compose, then docker-compose on PATH
 //     (Debian's 1.29, which knows no top-level `name:`; compose.yaml avoids it).

@@ -1,6 +1,7 @@
 package chdbhttp
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"crypto/subtle"
@@ -282,55 +283,100 @@ func (h *Handler) readQuery(r *http.Request, params map[string][]string) (string
 	return string(b), nil
 }
 
-// emptyHeader encodes a zero-row Native block naming the result's columns.
+// emptyHeader encodes a zero-row Native block (revision 0) naming the
+// result's columns.
 func (h *Handler) emptyHeader(r *http.Request, eng *catalog.ChDB, query string) ([]byte, error) {
 	names, types, err := eng.Header(r.Context(), query)
 	if err != nil || len(names) == 0 {
 		return nil, nil //nolint:nilerr // best effort: an empty body is what chDB gave
 	}
-	block := proto.Block{ServerContext: &column.ServerContext{Timezone: time.UTC}}
-	for i := range names {
-		if err := block.AddColumn(names[i], column.Type(types[i])); err != nil {
-			return nil, nil //nolint:nilerr // a type clickhouse-go cannot build: fall back to an empty body
-		}
-	}
 	var buf chproto.Buffer
-	if err := block.Encode(&buf, 0); err != nil {
-		return nil, nil //nolint:nilerr // as above
+	buf.PutUVarInt(uint64(len(names)))
+	buf.PutUVarInt(0)
+	for i := range names {
+		buf.PutString(names[i])
+		buf.PutString(types[i])
 	}
 	return buf.Buf, nil
 }
 
-// reframe re-encodes chDB's Native output (written without a client
-// revision) block by block for a client that asked for client_protocol_version
+// reframe rewrites chDB's Native output (written without a client revision)
+// block by block for a client that asked for client_protocol_version
 // revision — block info and per-column serialization flags, as a server
-// writes them — and optionally compresses each block.
+// writes them — and optionally compresses each block. Column data is copied
+// byte for byte: clickhouse-go's codecs only measure it.
 func reframe(native []byte, revision uint64, compress bool, method chcompress.Method) ([]byte, error) {
-	r := chproto.NewReader(bytes.NewReader(native))
+	br := bytes.NewReader(native)
+	// ch-go's Reader buffers; handing it a big enough *bufio.Reader makes it
+	// use ours, so the read position is known exactly.
+	bufr := bufio.NewReaderSize(br, 1<<20)
+	r := chproto.NewReader(bufr)
+	pos := func() int { return len(native) - br.Len() - bufr.Buffered() }
 	sc := &column.ServerContext{Timezone: time.UTC}
-	var out, buf chproto.Buffer
+	var out, blk chproto.Buffer
 	cw := chcompress.NewWriter(chcompress.LevelZero, method)
-	for {
-		block := proto.Block{ServerContext: sc}
-		if err := block.Decode(r, 0); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out.Buf, nil
-			}
-			return nil, err
+	for pos() < len(native) {
+		blk.Reset()
+		if revision > 0 {
+			// BlockInfo: field 1 is_overflows=false, field 2 bucket_num=-1, end.
+			blk.PutUVarInt(1)
+			blk.PutBool(false)
+			blk.PutUVarInt(2)
+			blk.PutInt32(-1)
+			blk.PutUVarInt(0)
 		}
-		buf.Reset()
-		if err := block.Encode(&buf, revision); err != nil {
-			return nil, err
+		start := pos()
+		numCols, err := r.UVarInt()
+		if err != nil {
+			return nil, fmt.Errorf("reading block header: %w", err)
+		}
+		numRows, err := r.UVarInt()
+		if err != nil {
+			return nil, fmt.Errorf("reading block header: %w", err)
+		}
+		blk.Buf = append(blk.Buf, native[start:pos()]...)
+		for i := uint64(0); i < numCols; i++ {
+			start = pos()
+			name, err := r.Str()
+			if err != nil {
+				return nil, fmt.Errorf("reading column %d name: %w", i, err)
+			}
+			typ, err := r.Str()
+			if err != nil {
+				return nil, fmt.Errorf("reading column %s type: %w", name, err)
+			}
+			blk.Buf = append(blk.Buf, native[start:pos()]...)
+			if revision >= proto.DBMS_MIN_REVISION_WITH_CUSTOM_SERIALIZATION {
+				blk.PutBool(false) // no custom serialization
+			}
+			if numRows == 0 {
+				continue
+			}
+			start = pos()
+			c, err := column.Type(typ).Column(name, sc)
+			if err != nil {
+				return nil, fmt.Errorf("column %s %s: %w", name, typ, err)
+			}
+			if cs, ok := c.(column.CustomSerialization); ok {
+				if err := cs.ReadStatePrefix(r); err != nil {
+					return nil, fmt.Errorf("column %s %s: %w", name, typ, err)
+				}
+			}
+			if err := c.Decode(r, int(numRows)); err != nil {
+				return nil, fmt.Errorf("column %s %s: %w", name, typ, err)
+			}
+			blk.Buf = append(blk.Buf, native[start:pos()]...)
 		}
 		if !compress {
-			out.Buf = append(out.Buf, buf.Buf...)
+			out.Buf = append(out.Buf, blk.Buf...)
 			continue
 		}
-		if err := cw.Compress(buf.Buf); err != nil {
+		if err := cw.Compress(blk.Buf); err != nil {
 			return nil, err
 		}
 		out.Buf = append(out.Buf, cw.Data...)
 	}
+	return out.Buf, nil
 }
 
 // compressAll compresses data as ClickHouse compressed blocks.

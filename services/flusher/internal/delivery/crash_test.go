@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,17 +76,29 @@ func TestTenThousandDestinations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 flushes")
 	}
-	const n = 10000
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("FANOUT_N")); err == nil {
+		n = v
+	}
 	e := newEnv(t, func(c *cfgpkg.Config) {
 		c.Delivery.Partitions = 4
 		c.Delivery.MaxAckPending = 1000
 		c.Delivery.Workers = 8
+		c.Delivery.FlushInterval = 20 * time.Second // the last few hundred wait for it
 	})
 	r := e.start(t, "a", nil)
 	publishMany(t, e, n, 0)
 	start := time.Now()
-	waitFor(t, 5*time.Minute, "10,000 flushes", func() bool { return testutil.ToFloat64(r.m.m.flushes.WithLabelValues("ok")) >= n })
-	t.Logf("10,000 destinations flushed in %s (%.0f/s)", time.Since(start), n/time.Since(start).Seconds())
+	last := time.Now()
+	waitFor(t, 5*time.Minute, "10,000 flushes", func() bool {
+		if time.Since(last) > 5*time.Second {
+			last = time.Now()
+			st := r.m.Status()
+			t.Logf("ok=%v failed=%v buffered=%d queued=%d states=%v", testutil.ToFloat64(r.m.m.flushes.WithLabelValues("ok")), testutil.ToFloat64(r.m.m.flushes.WithLabelValues("failed")), st.BufferedRows, st.Queued, st.States)
+		}
+		return testutil.ToFloat64(r.m.m.flushes.WithLabelValues("ok")) >= float64(n)
+	})
+	t.Logf("10,000 destinations flushed in %s (%.0f/s)", time.Since(start), float64(n)/time.Since(start).Seconds())
 	redelivered := 0
 	for p := 0; p < 4; p++ {
 		pend, red := e.ackPending(t, p)

@@ -28,7 +28,7 @@ func TestFlushEndToEnd(t *testing.T) {
 	// shop1's insert of id 1 was resolved away by its delete; the
 	// tombstone stays.
 	p := e.packed(t, "shop1")
-	if !p[proto.Position{LSN: 20, Seq: 1}] || p[proto.Position{LSN: 10, Seq: 1}] || !p[proto.Position{LSN: 10, Seq: 2}] {
+	if p[1] != (proto.Position{LSN: 20, Seq: 1}) || p[2] != (proto.Position{LSN: 10, Seq: 2}) {
 		t.Fatalf("shop1 packs hold %v", p)
 	}
 	// One pack event per pack, with the contract's msg id and headers.

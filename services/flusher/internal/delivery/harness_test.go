@@ -42,7 +42,7 @@ type env struct {
 	ctx   context.Context
 
 	mu   sync.Mutex
-	sent map[string][]proto.Position // destination -> every position published
+	sent map[string][]sentRow // destination -> every change published
 }
 
 func newEnv(t testing.TB, mod func(*config.Config)) *env {
@@ -80,7 +80,7 @@ func newEnv(t testing.TB, mod func(*config.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, cfg: cfg, ns: ns, nc: nc, js: js, pool: pool, store: store, ctx: ctx, sent: map[string][]proto.Position{}}
+	return &env{t: t, cfg: cfg, ns: ns, nc: nc, js: js, pool: pool, store: store, ctx: ctx, sent: map[string][]sentRow{}}
 }
 
 func connect(t testing.TB, ns *server.Server) (*nats.Conn, jetstream.JetStream) {
@@ -155,7 +155,7 @@ func (e *env) publish(t testing.TB, dest string, rows []pt.Row) {
 	idSeq++
 	id := idSeq
 	for _, r := range rows {
-		e.sent[dest] = append(e.sent[dest], proto.Position{LSN: proto.LSN(r.LSN), Seq: r.Seq})
+		e.sent[dest] = append(e.sent[dest], sentRow{r.ID, proto.Position{LSN: proto.LSN(r.LSN), Seq: r.Seq}})
 	}
 	e.mu.Unlock()
 	h := nats.Header{}
@@ -170,9 +170,15 @@ func (e *env) publish(t testing.TB, dest string, rows []pt.Row) {
 	}
 }
 
-// packed returns every position of dest found in the pack store.
-func (e *env) packed(t testing.TB, dest string) map[proto.Position]bool {
-	out := map[proto.Position]bool{}
+type sentRow struct {
+	key int64
+	pos proto.Position
+}
+
+// packed returns, per key of dest, the newest position found in the pack
+// store.
+func (e *env) packed(t testing.TB, dest string) map[int64]proto.Position {
+	out := map[int64]proto.Position{}
 	err := e.store.List(e.ctx, dest+"/", func(path string) error {
 		b, err := e.store.Get(e.ctx, path)
 		if err != nil {
@@ -183,10 +189,14 @@ func (e *env) packed(t testing.TB, dest string) map[proto.Position]bool {
 			return err
 		}
 		for _, r := range recs {
+			ids := r.Column(0).(*array.Int64)
 			lsn := r.Column(r.Schema().FieldIndices(proto.ColLSN)[0]).(*array.Uint64)
 			seq := r.Column(r.Schema().FieldIndices(proto.ColSeq)[0]).(*array.Uint64)
 			for i := 0; i < int(r.NumRows()); i++ {
-				out[proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}] = true
+				p := proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}
+				if q, ok := out[ids.Value(i)]; !ok || q.Less(p) {
+					out[ids.Value(i)] = p
+				}
 			}
 			r.Release()
 		}
@@ -204,9 +214,9 @@ func (e *env) checkCursor(t testing.TB, dest string, cursor proto.Position) erro
 	packed := e.packed(t, dest)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, p := range e.sent[dest] {
-		if !cursor.Less(p) && !packed[p] {
-			return fmt.Errorf("cursor of %s at %s passes %s, which is in no pack", dest, cursor, p)
+	for _, r := range e.sent[dest] {
+		if !cursor.Less(r.pos) && !covered(packed, r) {
+			return fmt.Errorf("cursor of %s at %s passes %s (key %d), which is in no pack", dest, cursor, r.pos, r.key)
 		}
 	}
 	return nil
@@ -226,8 +236,8 @@ func (e *env) allPacked(t testing.TB) bool {
 		e.mu.Lock()
 		ps := e.sent[d]
 		e.mu.Unlock()
-		for _, p := range ps {
-			if !packed[p] {
+		for _, r := range ps {
+			if !covered(packed, r) {
 				return false
 			}
 		}
@@ -293,3 +303,9 @@ func mustEncode(t testing.TB, rec arrowRecord) []byte {
 	return b
 }
 type arrowRecord = arrow.RecordBatch
+
+// covered: the change is in a pack, or a newer version of its key is.
+func covered(packed map[int64]proto.Position, r sentRow) bool {
+	p, ok := packed[r.key]
+	return ok && !p.Less(r.pos)
+}

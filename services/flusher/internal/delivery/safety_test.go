@@ -160,7 +160,7 @@ func failureScenario(t *testing.T, unsafe bool) []error {
 	fail = false
 	failing.Unlock()
 	if unsafe {
-		waitFor(t, 10*time.Second, "B flushed", func() bool { return e.packed(t, "d")[proto.Position{LSN: 20, Seq: 1}] })
+		waitFor(t, 10*time.Second, "B flushed", func() bool { return e.packed(t, "d")[2] == proto.Position{LSN: 20, Seq: 1} })
 	}
 	r.m.pauseFetch.Store(false)
 	waitFor(t, 20*time.Second, "everything packed after redelivery", func() bool {

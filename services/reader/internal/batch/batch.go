@@ -189,6 +189,9 @@ func (b *Builder) Append(r *Row) error {
 // resets the builder. The caller releases the batch.
 func (b *Builder) Cut() arrow.RecordBatch {
 	rec := b.rb.NewRecordBatch()
+	// The next batch is likely as long: reserve its offsets and values up
+	// front instead of regrowing them.
+	b.rb.Reserve(b.rows)
 	b.rows, b.bytes = 0, 0
 	b.first, b.last = proto.Position{}, proto.Position{}
 	return rec

@@ -4,15 +4,30 @@
 // publish pipeline to JetStream, and the prefix-complete LSN it confirms to
 // Postgres.
 //
-// Batching. Rows of consecutive transactions are grouped per table. Inside a
-// transaction a table's batch is cut only by rows and bytes; a group closes
-// at a commit (by group rows/bytes, or when the commit time is batch_interval
-// past the group's first commit) or, idle, by the wall clock. Every confirmed
-// LSN is a group boundary where all batches were empty, so a session
-// restarted from it re-cuts the same batches and republishes the same
-// Nats-Msg-Ids (except after an idle wall-clock close, where a replay may
-// group differently: duplicates then carry other ids and apply, being by
-// position, ignores them).
+// Batching. Rows of consecutive transactions are grouped, one builder per
+// table. Inside a transaction a table's batch is cut only by rows and bytes
+// (reader.batch_rows, reader.batch_bytes). A group closes at a commit when
+// it holds batch_rows or batch_bytes, at the Begin of a transaction whose
+// commit time (from the WAL) is batch_interval past the group's first
+// commit, or, when the stream is idle, by the wall clock once the group's
+// first commit is 2 x batch_interval old and nothing arrived for
+// batch_interval/8. Every confirmed LSN is a group boundary where all
+// builders were empty, and every close rule but the idle one is a function
+// of the WAL, so a session restarted from the confirmed LSN re-cuts the same
+// batches and republishes the same Nats-Msg-Ids (JetStream drops them); the
+// idle rule is built to agree with the Begin rule on replay (the next
+// transaction commits after the close, so past the group's span) unless the
+// two clocks disagree by more than batch_interval — then duplicates carry
+// other ids, which apply (by position) ignores.
+//
+// Through. A batch cut inside a group carries the previous group boundary as
+// Sluice-Through; the last batch of a group carries the commit end LSN that
+// closed it. With nothing buffered or in flight the session publishes a tick
+// on sluice.changes._tick at the server's position from keepalives, once
+// that position stood for max(2 x status_interval, 500ms) with no
+// transaction open (a keepalive reports how far the walsender has read; a
+// commit record straddling that point is flushed with its commit and
+// decoded within milliseconds).
 //
 // Ordering. Every message carries Nats-Expected-Last-Msg-Id of the one
 // published before it, so a rejected publish can never be overtaken by a

@@ -60,8 +60,10 @@ type Options struct {
 	Tracer  trace.Tracer
 	State   *State
 
-	// scalarMax breaks the prefix-complete rule (tests' negative control).
+	// ScalarMaxForTest breaks the prefix-complete rule and UnchainedForTest
+	// the publish ordering guard (tests' negative controls).
 	ScalarMaxForTest bool
+	UnchainedForTest bool
 	// OnConfirm, when set, sees every confirmed LSN sent to Postgres.
 	OnConfirm func(proto.LSN)
 }
@@ -115,6 +117,7 @@ func Stream(ctx context.Context, conn *pgconn.PgConn, start proto.LSN, o *Option
 		tables: map[string]*tableState{}, clean: start, lastEnd: start, sent: 0, lastRecv: time.Now()}
 	s.tracker.SetScalarMaxForTest(o.ScalarMaxForTest)
 	s.pipe = NewPipeline(o.Publish, s.tracker, o.MaxInFlight, o.AckWait, s.acked)
+	s.pipe.noChain = o.UnchainedForTest
 	for name, t := range o.Tables {
 		ts := &tableState{info: t}
 		if o.State.Halted(name) != "" {
@@ -165,6 +168,7 @@ func (s *session) loop(ctx context.Context) error {
 	defer stop()
 	defer func() { _ = nc.SetReadDeadline(time.Time{}) }()
 	nextStatus := time.Now()
+	var deadline time.Time
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil
@@ -193,7 +197,7 @@ func (s *session) loop(ctx context.Context) error {
 			if fb := s.groupStart.Add(4 * s.o.BatchInterval); fb.Before(due) {
 				due = fb
 			}
-			if q := s.lastRecv.Add(s.o.BatchInterval / 2); q.After(due) {
+			if q := s.lastRecv.Add(s.o.BatchInterval / 8); q.After(due) {
 				due = q
 			}
 			if !now.Before(due) {
@@ -206,7 +210,10 @@ func (s *session) loop(ctx context.Context) error {
 				wake = due
 			}
 		}
-		_ = nc.SetReadDeadline(wake)
+		if !wake.Equal(deadline) {
+			_ = nc.SetReadDeadline(wake)
+			deadline = wake
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -548,10 +555,11 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		k, v := src.Kinds[i], src.Values[i]
 		switch k {
 		case pgoutput.ValueUnchanged:
-			if false && full && c.Old.Kinds[i] == pgoutput.ValueText {
+			if full && c.Old.Kinds[i] == pgoutput.ValueText {
 				k, v = batch.Text, c.Old.Values[i]
 			} else {
-				k, v = batch.Unchanged, nil // NEGATIVE CONTROL: not listed
+				k, v = batch.Unchanged, nil
+				r.Unchanged = append(r.Unchanged, sc.Columns[i].Name)
 			}
 		case pgoutput.ValueText:
 		default:
@@ -560,7 +568,7 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		r.Kinds = append(r.Kinds, k)
 		r.Values = append(r.Values, v)
 	}
-	if false && c.Op == pgoutput.TypeUpdate && c.OldKind != 0 && s.moved(sc, c) {
+	if c.Op == pgoutput.TypeUpdate && c.OldKind != 0 && s.moved(sc, c) {
 		m := &s.moveRow
 		m.Op, m.Pos, m.CommitTime, m.Unchanged = proto.OpMoveOut, pos, s.txTime, nil
 		m.Kinds, m.Values = m.Kinds[:0], m.Values[:0]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ const TracerName = "github.com/sluice-cdc/sluice/services/router"
 const (
 	defaultWindow       = 256
 	defaultDrainTimeout = 30 * time.Second
+	// minPartsPerWorker: below this many parts per encoder the goroutine
+	// hand-off costs more than it saves.
+	minPartsPerWorker = 8
 )
 
 // Options configure a Handler.
@@ -46,6 +50,9 @@ type Options struct {
 	// Window bounds the publishes of one batch awaiting their PubAck
 	// (default 256); JetStream's own async limit is shared by all handlers.
 	Window int
+	// EncodeWorkers bounds the parts of one batch encoded at once
+	// (default GOMAXPROCS).
+	EncodeWorkers int
 	// DrainTimeout bounds finishing a batch once it started publishing,
 	// even after the consume context ended (default 30s).
 	DrainTimeout time.Duration
@@ -82,6 +89,9 @@ type Handler struct {
 func New(o Options) *Handler {
 	if o.Window <= 0 {
 		o.Window = defaultWindow
+	}
+	if o.EncodeWorkers <= 0 {
+		o.EncodeWorkers = runtime.GOMAXPROCS(0)
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = defaultDrainTimeout
@@ -222,14 +232,11 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 	}
 	natsotel.Inject(ctx, base)
 
-	msgs := make([]*nats.Msg, 0, len(res.Parts))
-	for _, p := range res.Parts {
-		subject := proto.RoutedSubject(proto.Partition(p.Destination, h.o.Partitions), p.Destination)
-		out, err := h.encode(p.Batch, p.First, p.Last, base, subject, proto.RoutedMsgID(id, p.Destination), p.Destination)
-		if err != nil {
-			return fmt.Errorf("encoding batch %s for %s: %w", id, p.Destination, err)
-		}
-		msgs = append(msgs, out...)
+	t1 := time.Now()
+	msgs, err := h.encodeParts(id, base, res.Parts)
+	h.m.encodeSeconds.Observe(time.Since(t1).Seconds())
+	if err != nil {
+		return err
 	}
 
 	// From here the batch finishes even if the consume context ends (a
@@ -264,6 +271,73 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 	return nil
 }
 
+// encodeParts makes every part's messages, in part order. Parts are
+// encoded by up to EncodeWorkers goroutines at once (each takes the next
+// part from a shared counter), since at thousands of destinations the IPC
+// encoding costs more than the split. On failure it returns the error of
+// the first failing part in part order, as a serial loop would: parts are
+// handed out in order and a worker that sees a failure stops taking more,
+// so every part before the failing one has been encoded.
+func (h *Handler) encodeParts(id string, base nats.Header, parts []split.Part) ([]*nats.Msg, error) {
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	per := make([][]*nats.Msg, len(parts))
+	errs := make([]error, len(parts))
+	enc0 := newBodyEncoder(parts[0].Batch.Schema())
+	one := func(enc *bodyEncoder, i int) error {
+		p := parts[i]
+		subject := proto.RoutedSubject(proto.Partition(p.Destination, h.o.Partitions), p.Destination)
+		out, err := h.encode(enc, p.Batch, p.First, p.Last, base, subject, proto.RoutedMsgID(id, p.Destination), p.Destination)
+		if err != nil {
+			err = fmt.Errorf("encoding batch %s for %s: %w", id, p.Destination, err)
+		}
+		per[i], errs[i] = out, err
+		return err
+	}
+	workers := min(h.o.EncodeWorkers, len(parts)/minPartsPerWorker)
+	if workers <= 1 {
+		for i := range parts {
+			if err := one(enc0, i); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		var next atomic.Int64
+		var failed atomic.Bool
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				enc := enc0.clone()
+				for !failed.Load() {
+					i := int(next.Add(1) - 1)
+					if i >= len(parts) {
+						return
+					}
+					if one(enc, i) != nil {
+						failed.Store(true)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	n := 0
+	for _, m := range per {
+		n += len(m)
+	}
+	msgs := make([]*nats.Msg, 0, n)
+	for _, m := range per {
+		msgs = append(msgs, m...)
+	}
+	return msgs, nil
+}
+
 func headerSize(h nats.Header) int {
 	n := len("NATS/1.0\r\n\r\n")
 	for k, vs := range h {
@@ -276,9 +350,9 @@ func headerSize(h nats.Header) int {
 
 // encode makes the messages of one destination's rows: one, or several
 // when the body would exceed the payload limit.
-func (h *Handler) encode(b arrow.RecordBatch, first, last proto.Position, base nats.Header, subject, msgID, dest string) ([]*nats.Msg, error) {
+func (h *Handler) encode(enc *bodyEncoder, b arrow.RecordBatch, first, last proto.Position, base nats.Header, subject, msgID, dest string) ([]*nats.Msg, error) {
 	mk := func(b arrow.RecordBatch, first, last proto.Position, msgID string) (*nats.Msg, bool, error) {
-		body, err := arrowcodec.Encode(b)
+		body, err := enc.encode(b)
 		if err != nil {
 			return nil, false, err
 		}

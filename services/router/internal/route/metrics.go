@@ -15,17 +15,18 @@ const (
 )
 
 type metrics struct {
-	batches      *prometheus.CounterVec
-	rows         prometheus.Counter
-	dests        prometheus.Histogram
-	mutations    prometheus.Counter
-	moveOuts     prometheus.Counter
-	deadRows     prometheus.Counter
-	deadLetters  prometheus.Counter
-	dropped      prometheus.Counter
-	published    prometheus.Counter
-	splitSeconds prometheus.Histogram
-	batchSeconds prometheus.Histogram
+	batches       *prometheus.CounterVec
+	rows          prometheus.Counter
+	dests         prometheus.Histogram
+	mutations     prometheus.Counter
+	moveOuts      prometheus.Counter
+	deadRows      prometheus.Counter
+	deadLetters   prometheus.Counter
+	dropped       prometheus.Counter
+	published     prometheus.Counter
+	splitSeconds  prometheus.Histogram
+	encodeSeconds prometheus.Histogram
+	batchSeconds  prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -72,6 +73,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time to split one input batch into per-destination batches.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 3, 12),
 		}),
+		encodeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_router_encode_duration_seconds",
+			Help:    "Time to encode every destination's batch of one input batch (IPC, in parallel across destinations).",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 3, 12),
+		}),
 		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_router_batch_duration_seconds",
 			Help:    "Time to route one input batch: decode, split, encode, publish and wait for every PubAck.",
@@ -91,6 +97,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.dropped = register(reg, m.dropped)
 	m.published = register(reg, m.published)
 	m.splitSeconds = register(reg, m.splitSeconds)
+	m.encodeSeconds = register(reg, m.encodeSeconds)
 	m.batchSeconds = register(reg, m.batchSeconds)
 	return m
 }

@@ -3,6 +3,7 @@ package split
 import (
 	"fmt"
 	"runtime"
+	"sort"
 	"strconv"
 	"sync"
 
@@ -409,7 +410,8 @@ func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32, st streams) (a
 	} else {
 		var g errgroup.Group
 		g.SetLimit(s.workers)
-		for i, c := range rec.Columns() {
+		for _, i := range heavyFirst(rec.Schema()) {
+			c := rec.Column(i)
 			g.Go(func() error {
 				t, err := take(s.mem, c, inv, st)
 				if err != nil {
@@ -427,6 +429,27 @@ func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32, st streams) (a
 	r := array.NewRecordBatch(rec.Schema(), out, int64(len(inv)))
 	release() // the record retained them
 	return r, nil
+}
+
+// heavyFirst orders the column indices by the kernel's expected cost,
+// costliest first, so the last column a worker picks up is a short one.
+func heavyFirst(s *arrow.Schema) []int {
+	cost := func(dt arrow.DataType) int {
+		switch dt.ID() {
+		case arrow.LIST, arrow.LARGE_LIST, arrow.STRUCT, arrow.MAP, arrow.DICTIONARY:
+			return 3
+		case arrow.STRING, arrow.BINARY, arrow.LARGE_STRING, arrow.LARGE_BINARY:
+			return 2
+		default:
+			return 1
+		}
+	}
+	order := make([]int, s.NumFields())
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return cost(s.Field(order[a]).Type) > cost(s.Field(order[b]).Type) })
+	return order
 }
 
 // Span returns the smallest and largest position of a batch's rows (read

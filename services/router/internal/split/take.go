@@ -222,10 +222,10 @@ func runSpace[O int32 | int64](offs []O, st streams) ([]runCursor[O], O) {
 // n+1 offsets of the rows being moved.
 //
 // One pass sums every run's bytes, a second moves every value to its run's
-// cursor and writes its offset. Values of up to 16 bytes move as one
-// unaligned 16-byte load and store instead of a memmove call when the store
-// stays inside the run's space: the bytes it spills past the value belong to
-// values of the same run, written later.
+// cursor and writes its offset. Values of up to 16 (32) bytes move as one
+// unaligned 16-byte (32-byte) load and store instead of a memmove call when
+// the store stays inside the run's space: the bytes it spills past the value
+// belong to values of the same run, written later.
 func scatterVar[O int32 | int64](mem memory.Allocator, offs []O, valBuf *memory.Buffer, inv []int32, st streams) (*memory.Buffer, *memory.Buffer) {
 	n := len(inv)
 	var z O
@@ -237,7 +237,7 @@ func scatterVar[O int32 | int64](mem memory.Allocator, offs []O, valBuf *memory.
 	if valBuf != nil {
 		src = valBuf.Bytes()
 	}
-	vb := newBuf(mem, int(total)+16)
+	vb := newBuf(mem, int(total)+32)
 	dst := vb.Bytes()
 	ids := st.ids[:n]
 	offs = offs[:n+1]
@@ -247,11 +247,14 @@ func scatterVar[O int32 | int64](mem memory.Allocator, offs []O, valBuf *memory.
 		s, e, p := offs[k], offs[k+1], c.next
 		c.next = p + e - s
 		dstOffs[q] = p
-		if e-s <= 16 && p+16 <= c.end && s+16 <= srcLen {
+		switch l := e - s; {
+		case l <= 16 && p+16 <= c.end && s+16 <= srcLen:
 			*(*[16]byte)(dst[p : p+16]) = *(*[16]byte)(src[s : s+16])
-			continue
+		case l <= 32 && p+32 <= c.end && s+32 <= srcLen:
+			*(*[32]byte)(dst[p : p+32]) = *(*[32]byte)(src[s : s+32])
+		default:
+			copy(dst[p:p+l], src[s:e])
 		}
-		copy(dst[p:], src[s:e])
 	}
 	vb.ResizeNoShrink(int(total))
 	return ob, vb

@@ -78,6 +78,9 @@ type PurgeResult struct {
 	Purged uint64 `json:"purged"`
 }
 
+// ClientHeader must be present on the requests that change dead letters.
+const ClientHeader = "X-Sluice-Client"
+
 // ErrDLQEntry marks a dead letter that cannot be replayed as asked.
 var ErrDLQEntry = errors.New("dead letter cannot be replayed")
 
@@ -408,13 +411,26 @@ func (d *DLQ) Purge(ctx context.Context, stage string, seq uint64) (PurgeResult,
 //	DELETE /api/v1/dlq/{seq}?stage=S        purge one
 //	POST   /api/v1/dlq/purge?stage=S        purge all (of a stage)
 //
-// api.Register calls it with Deps.JS; a process without NATS skips it.
+// api.Register calls it with Deps.JS; a process without NATS skips it. The
+// endpoints that change the DLQ (POST, DELETE) also require the header
+// ClientHeader, which a browser cannot send cross-site without a CORS
+// preflight this server never grants: a web page cannot purge or replay
+// dead letters through a local `sluice dev` that runs without a token.
 func RegisterDLQ(h *httpx.Server, d Deps) {
 	if d.JS == nil {
 		return
 	}
 	a := &handler{d: d}
 	q := NewDLQ(d.JS)
+	guarded := func(f http.HandlerFunc) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(ClientHeader) == "" {
+				writeJSON(w, http.StatusForbidden, Error{Error: "send the " + ClientHeader + " header (the sluice CLI does) to change dead letters"})
+				return
+			}
+			f(w, r)
+		})
+	}
 	h.Handle("GET /api/v1/dlq", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit := 0
 		if v := r.URL.Query().Get("limit"); v != "" {
@@ -437,7 +453,7 @@ func RegisterDLQ(h *httpx.Server, d Deps) {
 		out, err := q.Show(r.Context(), seq)
 		a.reply(w, out, err)
 	}))
-	h.Handle("POST /api/v1/dlq/{seq}/replay", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.Handle("POST /api/v1/dlq/{seq}/replay", guarded(func(w http.ResponseWriter, r *http.Request) {
 		seq, err := seqParam(r)
 		if err != nil {
 			a.fail(w, err)
@@ -446,11 +462,11 @@ func RegisterDLQ(h *httpx.Server, d Deps) {
 		out, err := q.Replay(r.Context(), seq)
 		a.reply(w, out, err)
 	}))
-	h.Handle("POST /api/v1/dlq/replay", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.Handle("POST /api/v1/dlq/replay", guarded(func(w http.ResponseWriter, r *http.Request) {
 		out, err := q.ReplayAll(r.Context(), r.URL.Query().Get("stage"))
 		a.reply(w, out, err)
 	}))
-	h.Handle("DELETE /api/v1/dlq/{seq}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.Handle("DELETE /api/v1/dlq/{seq}", guarded(func(w http.ResponseWriter, r *http.Request) {
 		seq, err := seqParam(r)
 		if err != nil {
 			a.fail(w, err)
@@ -459,7 +475,7 @@ func RegisterDLQ(h *httpx.Server, d Deps) {
 		out, err := q.Purge(r.Context(), r.URL.Query().Get("stage"), seq)
 		a.reply(w, out, err)
 	}))
-	h.Handle("POST /api/v1/dlq/purge", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.Handle("POST /api/v1/dlq/purge", guarded(func(w http.ResponseWriter, r *http.Request) {
 		out, err := q.Purge(r.Context(), r.URL.Query().Get("stage"), 0)
 		a.reply(w, out, err)
 	}))

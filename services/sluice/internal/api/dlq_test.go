@@ -324,6 +324,7 @@ func TestDLQHTTP(t *testing.T) {
 
 	call := func(method, path string, out any) int {
 		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		req.Header.Set(ClientHeader, "test")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -347,6 +348,14 @@ func TestDLQHTTP(t *testing.T) {
 	}
 	if code := call("GET", "/api/v1/dlq/77", nil); code != 404 {
 		t.Fatalf("show 77: %d, want 404", code)
+	}
+	// Without the client header a state change is refused (a cross-site
+	// form post cannot set it).
+	req, _ := http.NewRequest("POST", srv.URL+"/api/v1/dlq/purge", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("purge without %s: %v %v", ClientHeader, resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
 	}
 	var r ReplayResult
 	if code := call("POST", "/api/v1/dlq/"+itoa(seq)+"/replay", &r); code != 200 || r.Stream != proto.StreamRouted {

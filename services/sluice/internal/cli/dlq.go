@@ -397,6 +397,7 @@ func (c *client) send(ctx context.Context, method, path string, q url.Values, ou
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	req.Header.Set(api.ClientHeader, "sluice-cli")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("calling %s: %w (is the pipeline running?)", c.base, err)

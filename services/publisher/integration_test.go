@@ -1,0 +1,264 @@
+package publisher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/indexer"
+	"github.com/sluice-cdc/sluice/services/publisher"
+	"github.com/sluice-cdc/sluice/shared/arrowcodec"
+	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
+	"github.com/sluice-cdc/sluice/shared/chtest"
+	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+)
+
+// eventually retries f until it returns nil or the deadline passes.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func packEvent(t *testing.T, m packstore.PackMeta, subjectDest string) *nats.Msg {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, proto.PackEventSchema)
+	defer b.Release()
+	for i, v := range []string{m.PackID, m.StoreID, m.Destination, m.Table, m.Path(), m.Schema, m.First.String(), m.Last.String()} {
+		b.Field(i).(*array.StringBuilder).Append(v)
+	}
+	b.Field(8).(*array.Int64Builder).Append(m.Rows)
+	b.Field(9).(*array.Int64Builder).Append(m.Tombstones)
+	b.Field(10).(*array.Int64Builder).Append(0)
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	body, err := arrowcodec.Encode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	h.Set(proto.HeaderWire, proto.WireVersion)
+	h.Set(proto.HeaderMsgID, proto.PackMsgID(m.PackID))
+	return &nats.Msg{Subject: proto.PacksSubject(subjectDest), Header: h, Data: body}
+}
+
+func pub(t *testing.T, js jetstream.JetStream, msg *nats.Msg) {
+	t.Helper()
+	if _, err := js.PublishMsg(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ackOne fetches one message from cons and acks it.
+func ackOne(t *testing.T, cons jetstream.Consumer) {
+	t.Helper()
+	b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for m := range b.Messages() {
+		if err := m.DoubleAck(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("fetched %d messages: %v", n, b.Error())
+	}
+}
+
+func TestIndexerAndPublisherOverJetStream(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	cfg := config.Default()
+	cfg.Delivery.Partitions = 2
+	cfg.Publisher.Interval = 30 * time.Millisecond
+	cfg.Publisher.LeaseTTL = 3 * time.Second
+	cfg.Indexer.BatchWait = 20 * time.Millisecond
+	cfg.Indexer.ReconcileInterval = time.Hour
+	nc, js, err := natsx.Connect(ctx, cfg.NATS, srv.ClientURL(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := natsx.EnsureStreams(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Hand-made consumer states: the router on CHANGES, two flusher partitions on ROUTED.
+	mk := func(stream, name, filter string) jetstream.Consumer {
+		c, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	router := mk(proto.StreamChanges, proto.ConsumerRouter, proto.SubjectChangesAll)
+	fl0 := mk(proto.StreamRouted, proto.ConsumerFlusher(0), proto.RoutedPartitionFilter(0))
+	fl1 := mk(proto.StreamRouted, proto.ConsumerFlusher(1), proto.RoutedPartitionFilter(1))
+	change := func(through string) {
+		h := nats.Header{}
+		h.Set(proto.HeaderThrough, through)
+		pub(t, js, &nats.Msg{Subject: proto.ChangesSubject("public.items"), Header: h, Data: []byte("x")})
+	}
+	change("0/100")
+	change("0/200")
+	pub(t, js, &nats.Msg{Subject: proto.RoutedSubject(0, "shop1"), Data: []byte("r1")})
+	pub(t, js, &nats.Msg{Subject: proto.RoutedSubject(1, "shop2"), Data: []byte("r2")})
+
+	store, err := packstore.OpenDir(t.TempDir(), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metas []packstore.PackMeta
+	for i := range 6 {
+		dest := fmt.Sprintf("shop%d", i%2+1)
+		m := catalogtest.Write(t, store, catalogtest.Items, dest, fmt.Sprintf("pk%d", i), []catalogtest.Row{
+			catalogtest.Ins(uint64(50+i), 1, map[string]any{"id": int64(i), "tenant": dest, "name": "n"}),
+		})
+		metas = append(metas, m)
+		pub(t, js, packEvent(t, m, dest))
+	}
+	// A pack whose footer names shop2, announced on shop1: refused (tenant isolation).
+	// Its bytes sit at a shop1 path, so the reconciler refuses it too.
+	evilData, evil := catalogtest.Encode(t, catalogtest.Items, "local", "shop2", "evil", []catalogtest.Row{catalogtest.Ins(60, 1, map[string]any{"id": int64(99), "tenant": "shop2"})})
+	if err := store.Put(ctx, "shop1/public.items/evil.arrow", evilData); err != nil {
+		t.Fatal(err)
+	}
+	evil.Destination = "shop1" // the event lies
+	pub(t, js, packEvent(t, evil, "shop1"))
+	// A corrupt pack.
+	if err := store.Put(ctx, "shop1/public.items/corrupt.arrow", []byte("not a pack")); err != nil {
+		t.Fatal(err)
+	}
+	corrupt := packEvent(t, packstore.PackMeta{PackID: "corrupt", StoreID: "local", Destination: "shop1", Table: "public.items", Schema: "x"}, "shop1")
+	pub(t, js, corrupt)
+
+	// The router has routed the first change only.
+	ackOne(t, router)
+	ackOne(t, fl0) // partition 0 flushed; partition 1 has not
+
+	conn := chtest.Conn(t)
+	reg := prometheus.NewRegistry()
+	ix, err := indexer.New(cfg, indexer.Deps{JS: js, Catalog: conn, Packs: store, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := publisher.New(cfg, publisher.Deps{JS: js, Catalog: conn, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ix.Run(gctx) })
+	g.Go(func() error { return pb.Run(gctx) })
+	cat := catalog.New(conn, catalog.Options{})
+
+	latest := func(want func(catalog.Snapshot) error) {
+		t.Helper()
+		eventually(t, "latest snapshot", func() error {
+			s, err := cat.Latest(ctx)
+			if err != nil {
+				return err
+			}
+			return want(s)
+		})
+	}
+	// Every good pack is published; the frontier is stuck on partition 1.
+	latest(func(s catalog.Snapshot) error {
+		if s.Packs != 6 {
+			return fmt.Errorf("snapshot %d holds %d packs", s.Version, s.Packs)
+		}
+		return nil
+	})
+	if s, _ := cat.Latest(ctx); s.ThroughLSN != 0 {
+		t.Fatalf("through_lsn %s claimed while flusher-p1 has not passed", s.ThroughLSN)
+	}
+	if st := pb.Status(); st.FrontierStage != "waiting for flushers" || !st.LeaseHeld {
+		t.Fatalf("publisher status %+v", st)
+	}
+	// Partition 1 flushes: through_lsn may become 0/100, not 0/200.
+	ackOne(t, fl1)
+	latest(func(s catalog.Snapshot) error {
+		if s.Through != "0/100" {
+			return fmt.Errorf("through_lsn %s", s.Through)
+		}
+		return nil
+	})
+	// The router routes the second change; nothing new is pending anywhere.
+	ackOne(t, router)
+	latest(func(s catalog.Snapshot) error {
+		if s.Through != "0/200" {
+			return fmt.Errorf("through_lsn %s", s.Through)
+		}
+		return nil
+	})
+	// The two bad packs are dead-lettered with their reasons.
+	dlq, err := js.Stream(ctx, proto.StreamDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "dead letters", func() error {
+		var reasons []string
+		si, err := dlq.Info(ctx)
+		if err != nil {
+			return err
+		}
+		for seq := uint64(1); seq <= si.State.LastSeq; seq++ {
+			m, err := dlq.GetMsg(ctx, seq)
+			if err != nil {
+				return err
+			}
+			reasons = append(reasons, m.Header.Get(proto.HeaderReason))
+		}
+		all := strings.Join(reasons, " | ")
+		if !strings.Contains(all, "pack at shop1/public.items/evil.arrow says it is shop2") || !strings.Contains(all, "corrupt pack") {
+			return fmt.Errorf("reasons: %s", all)
+		}
+		return nil
+	})
+	rows, err := cat.Read(ctx, catalog.ReadRequest{Destination: "shop1", Table: "public.items"})
+	if err != nil || len(rows.Rows) != 3 {
+		t.Fatalf("shop1 rows %v %v", rows, err)
+	}
+	if rows, err := cat.Read(ctx, catalog.ReadRequest{Destination: "shop2", Table: "public.items"}); err != nil || len(rows.Rows) != 3 {
+		t.Fatalf("shop2 rows (the evil pack must not be there) %v %v", rows, err)
+	}
+	if st := ix.Status(); st.Packs != 6 || st.DeadLettered < 2 {
+		t.Errorf("indexer status %+v", st)
+	}
+	cancel()
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	// The lease was released on shutdown: another publisher takes it at once.
+	if _, err := cat.AcquireLease(context.Background(), "next", time.Second); err != nil {
+		t.Errorf("lease after shutdown: %v", err)
+	}
+}
