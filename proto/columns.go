@@ -13,6 +13,11 @@ const (
 	ColSeq        = "_sluice_seq"         // uint64: ordinal of the change in its transaction, from 1
 	ColCommitTime = "_sluice_commit_time" // timestamp[us, UTC]: commit time at the source
 	ColUnchanged  = "_sluice_unchanged"   // list<utf8>: columns whose TOASTed value did not change (value is NULL in the row)
+	// ColNulls exists only in packs: the array columns whose value is NULL in
+	// the row. ClickHouse arrays cannot be NULL (a NULL Arrow list reads as
+	// []), so the catalog keeps the distinction here. The pack writer adds it
+	// when some array value of the pack is NULL.
+	ColNulls = "_sluice_nulls" // list<utf8>
 )
 
 // Op codes of ColOp.

@@ -95,8 +95,8 @@ func TestBackfillThenStream(t *testing.T) {
 	others := 0
 	for _, r := range rows {
 		if r.table == "public.items" {
-			if r.schema != rows[0].schema {
-				t.Errorf("backfilled and streamed batches differ in schema fingerprint: %s vs %s", r.schema, rows[0].schema)
+			if len(items) > 0 && r.schema != items[0].schema {
+				t.Fatalf("backfilled and streamed batches differ in schema fingerprint: %s vs %s", r.schema, items[0].schema)
 			}
 			items = append(items, r)
 		} else {

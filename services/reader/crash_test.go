@@ -174,12 +174,15 @@ func TestKillRestartRandom(t *testing.T) {
 		workload(ctx, t, e.dsn, &inserted)
 	}()
 	rnd := rand.New(rand.NewPCG(42, 1))
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 8; i++ {
 		run := first
 		if i > 0 {
 			run = e.start(e.newReader("k", nil))
+			if i%2 == 0 { // every other kill lands mid-stream, the rest anywhere
+				waitStreaming(t, run)
+			}
 		}
-		time.Sleep(time.Duration(100+rnd.IntN(400)) * time.Millisecond)
+		time.Sleep(time.Duration(rnd.IntN(400)) * time.Millisecond)
 		e.kill(run)
 	}
 	stopLoad()

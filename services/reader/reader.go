@@ -1,7 +1,9 @@
 package reader
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -103,9 +106,20 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 		h, _ := os.Hostname()
 		holder = fmt.Sprintf("%s-%d-%s", h, os.Getpid(), uuid.NewString()[:8])
 	}
-	return &Reader{cfg: cfg, deps: deps, log: deps.Log.With("service", "reader", "slot", cfg.Source.Slot),
-		metrics: capture.NewMetrics(deps.Metrics), state: capture.NewState(), holder: holder}, nil
+	r := &Reader{cfg: cfg, deps: deps, log: deps.Log.With("service", "reader", "slot", cfg.Source.Slot),
+		metrics: capture.NewMetrics(deps.Metrics), state: capture.NewState(), holder: holder}
+	if os.Getenv(UnsafeScalarMaxEnv) == "1" {
+		// The end-to-end negative control: the crash soak must catch the loss.
+		r.scalarMax = true
+		r.log.Warn(UnsafeScalarMaxEnv + "=1: the reader confirms max(acked) instead of the prefix-complete LSN and WILL lose changes; for negative-control tests only")
+	}
+	return r, nil
 }
+
+// UnsafeScalarMaxEnv, set to 1, switches the prefix-complete confirmed LSN
+// off (confirm max(acked) instead): the end-to-end negative control.
+const UnsafeScalarMaxEnv = "SLUICE_UNSAFE_SCALAR_MAX_LSN"
+
 
 // Status reports the reader's state.
 func (r *Reader) Status() Status {
@@ -260,6 +274,11 @@ func (r *Reader) connConfig(replication bool) (*pgconn.Config, error) {
 	if replication {
 		c.RuntimeParams["replication"] = "database"
 		c.RuntimeParams["application_name"] = "sluice-reader"
+		// Read the stream in large chunks: fewer read calls when the
+		// walsender is ahead of us.
+		c.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+			return pgproto3.NewFrontend(bufio.NewReaderSize(r, 256<<10), w)
+		}
 	}
 	return c, nil
 }

@@ -148,7 +148,7 @@ func (c *Catalog) insertSQL(store packstore.Store, ti TableInfo, packs []PackRef
 			structure = append(structure, ident(f.Name)+" UInt64")
 		case proto.ColCommitTime:
 			structure = append(structure, ident(f.Name)+" Nullable(DateTime64(6, 'UTC'))")
-		case proto.ColUnchanged:
+		case proto.ColUnchanged, proto.ColNulls:
 			structure = append(structure, ident(f.Name)+" Array(Nullable(String))")
 		default:
 			if proto.IsSystemColumn(f.Name) {
@@ -164,12 +164,14 @@ func (c *Catalog) insertSQL(store packstore.Store, ti TableInfo, packs []PackRef
 		}
 	}
 	has := func(n string) bool { return len(s.FieldIndices(n)) == 1 }
-	target = append(target, ident(proto.ColLSN), ident(proto.ColSeq), ident(proto.ColOp), ident(proto.ColUnchanged), ident(proto.ColCommitTime), "store_id", "pack_id")
+	target = append(target, ident(proto.ColLSN), ident(proto.ColSeq), ident(proto.ColOp), ident(proto.ColUnchanged), ident(proto.ColNulls), ident(proto.ColCommitTime), "store_id", "pack_id")
 	exprs = append(exprs, ident(proto.ColLSN), ident(proto.ColSeq), ident(proto.ColOp))
-	if has(proto.ColUnchanged) {
-		exprs = append(exprs, "arrayMap(x -> assumeNotNull(x), arrayFilter(x -> isNotNull(x), "+ident(proto.ColUnchanged)+"))")
-	} else {
-		exprs = append(exprs, "CAST([] AS Array(String))")
+	for _, col := range []string{proto.ColUnchanged, proto.ColNulls} {
+		if has(col) {
+			exprs = append(exprs, "arrayMap(x -> assumeNotNull(x), arrayFilter(x -> isNotNull(x), "+ident(col)+"))")
+		} else {
+			exprs = append(exprs, "CAST([] AS Array(String))")
+		}
 	}
 	if has(proto.ColCommitTime) {
 		exprs = append(exprs, "toUnixTimestamp64Micro("+ident(proto.ColCommitTime)+")")

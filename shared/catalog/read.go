@@ -144,7 +144,7 @@ func (c *Catalog) resolution(ti TableInfo, where string) string {
 	for _, col := range nonKey {
 		tup = append(tup, ident(col.Name))
 	}
-	tup = append(tup, "_sluice_op", "_sluice_unchanged", "_sluice_lsn", "_sluice_seq", "_sluice_commit_time", "toString(store_id)", "pack_id")
+	tup = append(tup, "_sluice_op", "_sluice_unchanged", "_sluice_lsn", "_sluice_seq", "_sluice_commit_time", "toString(store_id)", "pack_id", ident(proto.ColNulls))
 	n := len(nonKey)
 	sel := []string{"destination"}
 	for _, k := range ti.PrimaryKey {
@@ -161,6 +161,19 @@ func (c *Catalog) resolution(ti TableInfo, where string) string {
 	}
 	for i, a := range []string{"_op", "_unch", "_lsn", "_seq", "_ct", "_store", "_pack"} {
 		sel = append(sel, fmt.Sprintf("tupleElement(_w, %d) AS %s", n+1+i, a))
+	}
+	// Array columns: ClickHouse arrays cannot be NULL, so whether the
+	// winning value is NULL comes from the pack's null markers (taken from
+	// the same row the value comes from, TOAST carry-forward included). They
+	// follow the system columns as _n<i>, one per array column in order.
+	for i, col := range nonKey {
+		if _, isArray := col.Kind.Elem(); !isArray {
+			continue
+		}
+		el := fmt.Sprintf("has(tupleElement(_w, %d), %s)", n+8, quote(col.Name))
+		el = fmt.Sprintf("if(has(tupleElement(_w, %d), %s), argMaxIf(has(%s, %s), %s, NOT has(_sluice_unchanged, %s)), %s)",
+			n+2, quote(col.Name), ident(proto.ColNulls), quote(col.Name), ord, quote(col.Name), el)
+		sel = append(sel, el+" AS _n"+strconv.Itoa(i))
 	}
 	group := []string{"destination"}
 	for _, k := range ti.PrimaryKey {
@@ -290,6 +303,16 @@ func (c *Catalog) renderRow(ti TableInfo, r []any, system bool) (json.RawMessage
 	for i, k := range ti.PrimaryKey {
 		keyAt[k] = 1 + i
 	}
+	// Null markers of array columns follow the non-key columns and the
+	// seven system columns (see resolution).
+	nullAt := map[string]int{}
+	next := 1 + nk + 1 + (len(ti.Columns) - nk) + 7
+	for _, col := range ti.Columns {
+		if _, isArray := col.Kind.Elem(); isArray && !ti.isKey(col.Name) {
+			nullAt[col.Name] = next
+			next++
+		}
+	}
 	b := make([]byte, 0, 256)
 	b = append(b, '{')
 	i := 0
@@ -302,6 +325,9 @@ func (c *Catalog) renderRow(ti TableInfo, r []any, system bool) (json.RawMessage
 		} else {
 			v = r[1+nk+1+i]
 			i++
+		}
+		if at, ok := nullAt[col.Name]; ok && at < len(r) && asBool(r[at]) {
+			v = nil
 		}
 		if !first {
 			b = append(b, ',')
@@ -428,4 +454,17 @@ func literal(k proto.Kind, v any) (string, error) {
 		return "", fmt.Errorf("want a string, got %T", v)
 	}
 	return quote(s), nil
+}
+
+// asBool reads a normalized boolean (Bool or a UInt8 0/1).
+func asBool(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case int64:
+		return x != 0
+	case uint64:
+		return x != 0
+	}
+	return false
 }

@@ -455,7 +455,7 @@ func (c *Catalog) Register(ctx context.Context, ti TableInfo) error {
 	cols = append(cols,
 		ident(proto.ColLSN)+" UInt64", ident(proto.ColSeq)+" UInt64", ident(proto.ColOp)+" Int8",
 		ident(proto.ColUnchanged)+" Array(String)", ident(proto.ColCommitTime)+" Nullable(Int64)",
-		"store_id LowCardinality(String)", "pack_id String")
+		"store_id LowCardinality(String)", "pack_id String", ident(proto.ColNulls)+" Array(String)")
 	order := []string{"destination"}
 	for _, k := range ti.PrimaryKey {
 		order = append(order, ident(k))

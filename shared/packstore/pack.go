@@ -156,7 +156,17 @@ func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
 		vals = append(vals, kv[1])
 	}
 	md := arrow.NewMetadata(keys, vals)
-	schema := arrow.NewSchema(base.Fields(), &md)
+	fields := base.Fields()
+	if withNulls, ok := nullArrays(recs); ok {
+		recs = withNulls
+		defer func() {
+			for _, r := range withNulls {
+				r.Release()
+			}
+		}()
+		fields = withNulls[0].Schema().Fields()
+	}
+	schema := arrow.NewSchema(fields, &md)
 
 	var buf bytes.Buffer
 	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithZstd(), ipc.WithAllocator(memory.DefaultAllocator))
@@ -297,4 +307,51 @@ func DecodePack(data []byte, mem memory.Allocator) (meta PackMeta, recs []arrow.
 		return PackMeta{}, nil, fmt.Errorf("decoding pack %s: %w: footer says %d rows, file holds %d", meta.PackID, ErrCorruptPack, meta.Rows, rows)
 	}
 	return meta, recs, nil
+}
+
+// nullArrays returns recs with the proto.ColNulls column added, naming in
+// each row the array columns that are NULL there, when some array value is
+// NULL; ok is false (and recs untouched) otherwise.
+func nullArrays(recs []arrow.RecordBatch) (out []arrow.RecordBatch, ok bool) {
+	sc := recs[0].Schema()
+	if len(sc.FieldIndices(proto.ColNulls)) > 0 {
+		return nil, false
+	}
+	var lists []int
+	for i, f := range sc.Fields() {
+		if _, isList := f.Type.(*arrow.ListType); isList && !proto.IsSystemColumn(f.Name) {
+			lists = append(lists, i)
+		}
+	}
+	any := false
+	for _, r := range recs {
+		for _, i := range lists {
+			any = any || r.Column(i).NullN() > 0
+		}
+	}
+	if !any {
+		return nil, false
+	}
+	field := arrow.Field{Name: proto.ColNulls, Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true}
+	fields := append(append([]arrow.Field{}, sc.Fields()...), field)
+	md := sc.Metadata()
+	schema := arrow.NewSchema(fields, &md)
+	for _, r := range recs {
+		b := array.NewListBuilder(memory.DefaultAllocator, arrow.BinaryTypes.String)
+		vb := b.ValueBuilder().(*array.StringBuilder)
+		for row := 0; row < int(r.NumRows()); row++ {
+			b.Append(true)
+			for _, i := range lists {
+				if r.Column(i).IsNull(row) {
+					vb.Append(sc.Field(i).Name)
+				}
+			}
+		}
+		col := b.NewArray()
+		b.Release()
+		cols := append(append([]arrow.Array{}, r.Columns()...), col)
+		out = append(out, array.NewRecordBatch(schema, cols, r.NumRows()))
+		col.Release()
+	}
+	return out, true
 }

@@ -158,7 +158,7 @@ func (d *DirStore) Put(ctx context.Context, path string, data []byte) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("writing pack %s: %w", path, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := d.mkdirDurable(dir); err != nil {
 		return fmt.Errorf("writing pack %s: %w", path, err)
 	}
 	var rnd [8]byte
@@ -189,6 +189,31 @@ func (d *DirStore) Put(ctx context.Context, path string, data []byte) error {
 	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("writing pack %s: syncing directory: %w", path, err)
+	}
+	return nil
+}
+
+// mkdirDurable creates dir and any missing parents below the root, and
+// fsyncs the parent of every directory it created, so a pack's path
+// survives a power loss along with the pack.
+func (d *DirStore) mkdirDurable(dir string) error {
+	var created []string
+	for p := dir; p != d.root && len(p) > len(d.root); p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		}
+		created = append(created, p)
+	}
+	if len(created) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, p := range created {
+		if err := syncDir(filepath.Dir(p)); err != nil {
+			return fmt.Errorf("syncing directory %s: %w", filepath.Dir(p), err)
+		}
 	}
 	return nil
 }

@@ -55,8 +55,27 @@ type Report struct {
 	// ByColumn counts value differences per table.column (a missing or
 	// phantom row counts under table.(row)).
 	ByColumn map[string]int
+	// Examples holds the first two differences of each ByColumn category.
+	Examples map[string][]string
 	Diffs    []string
 	Elapsed  time.Duration
+}
+
+// Explain lists up to two examples of every category of difference.
+func (r Report) Explain() string {
+	var cats []string
+	for c := range r.Examples {
+		cats = append(cats, c)
+	}
+	sort.Strings(cats)
+	var b strings.Builder
+	for _, c := range cats {
+		fmt.Fprintf(&b, "%s ×%d:\n", c, r.ByColumn[c])
+		for _, e := range r.Examples[c] {
+			fmt.Fprintf(&b, "    %s\n", e)
+		}
+	}
+	return b.String()
 }
 
 // OK reports whether the destinations equal the source.
@@ -116,7 +135,7 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 	if o.MaxDiffs == 0 {
 		o.MaxDiffs = 40
 	}
-	rep := Report{ByColumn: map[string]int{}}
+	rep := Report{ByColumn: map[string]int{}, Examples: map[string][]string{}}
 	if o.Snapshot == 0 {
 		v, through, err := Latest(ctx, server)
 		if err != nil {
@@ -240,10 +259,14 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 }
 
 func compare(label, table string, want, got map[string]any, diff func(*int, string, ...any), rep *Report, mu *sync.Mutex) {
-	count := func(col string) {
+	count := func(col, example string) {
 		mu.Lock()
-		rep.ByColumn[table+"."+col]++
-		mu.Unlock()
+		defer mu.Unlock()
+		cat := table + "." + col
+		rep.ByColumn[cat]++
+		if len(rep.Examples[cat]) < 2 {
+			rep.Examples[cat] = append(rep.Examples[cat], example)
+		}
 	}
 	var keys []string
 	for k := range want {
@@ -260,10 +283,10 @@ func compare(label, table string, want, got map[string]any, diff func(*int, stri
 		g, inG := got[k]
 		switch {
 		case !inG:
-			count("(missing row)")
+			count("(missing row)", fmt.Sprintf("%s: missing key %s: want %s", label, k, js(w)))
 			diff(&rep.Missing, "%s: missing key %s: want %s", label, k, js(w))
 		case !inW:
-			count("(phantom row)")
+			count("(phantom row)", fmt.Sprintf("%s: phantom key %s: got %s", label, k, js(g)))
 			diff(&rep.Phantom, "%s: phantom key %s: got %s", label, k, js(g))
 		default:
 			if js(w) != js(g) {
@@ -272,9 +295,10 @@ func compare(label, table string, want, got map[string]any, diff func(*int, stri
 				wm, _ := w.(map[string]any)
 				gm, _ := g.(map[string]any)
 				for _, c := range cols {
-					count(c)
+					part := fmt.Sprintf("%s: want %s got %s", c, js(wm[c]), js(gm[c]))
+					count(c, fmt.Sprintf("%s key %s: %s", label, k, part))
 					if len(parts) < 4 {
-						parts = append(parts, fmt.Sprintf("%s: want %s got %s", c, js(wm[c]), js(gm[c])))
+						parts = append(parts, part)
 					}
 				}
 				diff(&rep.Differ, "%s: key %s differs in %v: %s", label, k, cols, strings.Join(parts, "; "))

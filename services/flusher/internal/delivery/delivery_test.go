@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -147,7 +146,3 @@ func TestBufferSwapDuringFlight(t *testing.T) {
 		t.Fatal("rows missing")
 	}
 }
-
-
-
-var _ = context.Background

@@ -27,6 +27,8 @@
 //     available only as the unexported knob dropRedelivered (off): with
 //     several router replicas publishing out of order and a takeover, a
 //     redelivered message below the cursor may never have been in a pack
-//     (TestDropRedeliveredLosesChange shows the interleaving). Re-flushing
+//     (X delivered to a dying owner, Y published later with a lower
+//     position by another router is flushed by the new owner, then X
+//     redelivers below the cursor and would be dropped). Re-flushing
 //     it is harmless: apply is idempotent by position.
 package delivery

@@ -3,7 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"os"
+
 	"sort"
 	"strconv"
 	"sync"
@@ -287,12 +287,9 @@ func destIn(p, partitions int, prefix string) string {
 	}
 }
 
-var _ = os.Getenv
-
 func testutilValue(m *Manager, result string) float64 {
 	return testutil.ToFloat64(m.m.flushes.WithLabelValues(result))
 }
-
 
 func mustEncode(t testing.TB, rec arrowRecord) []byte {
 	t.Helper()
@@ -302,6 +299,7 @@ func mustEncode(t testing.TB, rec arrowRecord) []byte {
 	}
 	return b
 }
+
 type arrowRecord = arrow.RecordBatch
 
 // covered: the change is in a pack, or a newer version of its key is.

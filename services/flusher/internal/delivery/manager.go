@@ -126,19 +126,19 @@ type part struct {
 
 // Manager is the flusher engine.
 type Manager struct {
-	cfg     config.Config
-	dc      config.Delivery
-	js      jetstream.JetStream
-	pool    *pgxpool.Pool
-	store   packstore.Store
-	cursors Cursors
-	leases  Leases
-	log     *slog.Logger
-	mem     memory.Allocator
-	dlq     *natsx.DeadLetter
-	id      string
-	m       *metrics
-	ackWait time.Duration
+	cfg        config.Config
+	dc         config.Delivery
+	js         jetstream.JetStream
+	pool       *pgxpool.Pool
+	store      packstore.Store
+	cursors    Cursors
+	leases     Leases
+	log        *slog.Logger
+	mem        memory.Allocator
+	dlq        *natsx.DeadLetter
+	id         string
+	m          *metrics
+	ackWait    time.Duration
 	qLeaseLive string
 
 	fetchers   sync.WaitGroup // every partition fetch loop

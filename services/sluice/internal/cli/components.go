@@ -30,31 +30,31 @@ func buildComponents(cfg config.Config, st *stack.Stack, names []string) ([]stac
 			if err != nil {
 				return nil, fmt.Errorf("starting the reader: %w", err)
 			}
-			c = stack.Component{name, r.Run, func() any { return r.Status() }}
+			c = stack.Component{Name: name, Run: r.Run, Status: func() any { return r.Status() }}
 		case "router":
 			r, err := router.New(cfg, router.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "router"), Metrics: st.Registry})
 			if err != nil {
 				return nil, fmt.Errorf("starting the router: %w", err)
 			}
-			c = stack.Component{name, r.Run, func() any { return r.Status() }}
+			c = stack.Component{Name: name, Run: r.Run, Status: func() any { return r.Status() }}
 		case "flusher":
 			f, err := flusher.New(cfg, flusher.Deps{JS: st.JS, NC: st.NC, Log: telemetry.NewLogger(cfg.Telemetry, "flusher"), Metrics: st.Registry, Pool: st.State, Store: st.Packs})
 			if err != nil {
 				return nil, fmt.Errorf("starting the flusher: %w", err)
 			}
-			c = stack.Component{name, f.Run, func() any { return f.Status() }}
+			c = stack.Component{Name: name, Run: f.Run, Status: func() any { return f.Status() }}
 		case "indexer":
 			i, err := indexer.New(cfg, indexer.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "indexer"), Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs})
 			if err != nil {
 				return nil, fmt.Errorf("starting the indexer: %w", err)
 			}
-			c = stack.Component{name, i.Run, func() any { return i.Status() }}
+			c = stack.Component{Name: name, Run: i.Run, Status: func() any { return i.Status() }}
 		case "publisher":
 			p, err := publisher.New(cfg, publisher.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "publisher"), Metrics: st.Registry, Catalog: st.Catalog})
 			if err != nil {
 				return nil, fmt.Errorf("starting the publisher: %w", err)
 			}
-			c = stack.Component{name, p.Run, func() any { return p.Status() }}
+			c = stack.Component{Name: name, Run: p.Run, Status: func() any { return p.Status() }}
 		}
 		out = append(out, c)
 	}
