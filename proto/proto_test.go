@@ -46,8 +46,8 @@ func TestPositionOrder(t *testing.T) {
 
 func TestDestinationNames(t *testing.T) {
 	cases := map[string]string{
-		"shop0": "shop0",
-		"42":    "42",
+		"shop0":                                "shop0",
+		"42":                                   "42",
 		"8c1f2d1e-7b1a-4c6e-9a55-0c1f2d1e7b1a": "8c1f2d1e-7b1a-4c6e-9a55-0c1f2d1e7b1a",
 	}
 	for v, want := range cases {

@@ -3,9 +3,9 @@ package reader
 import (
 	"bufio"
 	"context"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -119,7 +119,6 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 // UnsafeScalarMaxEnv, set to 1, switches the prefix-complete confirmed LSN
 // off (confirm max(acked) instead): the end-to-end negative control.
 const UnsafeScalarMaxEnv = "SLUICE_UNSAFE_SCALAR_MAX_LSN"
-
 
 // Status reports the reader's state.
 func (r *Reader) Status() Status {
@@ -337,10 +336,18 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		AckWait: 30 * time.Second, MaxInFlight: r.cfg.Reader.MaxInFlight,
 		Mem: r.deps.Mem, Append: pgtypes.AppendText,
 		Resolve: func(ctx context.Context, relid uint32, c pgoutput.Column) (proto.Kind, string, error) {
-			if k, t, err := pgtypes.ResolveColumn(ctx, src, relid, c.Name); err == nil && k != "" {
-				return k, t, nil
+			// The type the Relation message names (historic on a replay),
+			// then the catalog only to tell a multi-dimensional array column.
+			kind, pgType, err := resolver.Resolve(ctx, c.TypeOID, c.TypMod)
+			if err != nil {
+				return "", "", err
 			}
-			return resolver.Resolve(ctx, c.TypeOID, c.TypMod)
+			if _, isArray := kind.Elem(); isArray {
+				if k, _, err := pgtypes.ResolveColumn(ctx, src, relid, c.Name); err == nil && k == proto.KindOther {
+					kind = proto.KindOther
+				}
+			}
+			return kind, pgType, nil
 		},
 		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
 			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)

@@ -126,13 +126,13 @@ type Packs struct {
 
 // Reader is the capture service.
 type Reader struct {
-	BatchRows      int           `yaml:"batch_rows"`
-	BatchBytes     ByteSize      `yaml:"batch_bytes"`
-	BatchInterval  time.Duration `yaml:"batch_interval"`
-	MaxInFlight    int           `yaml:"max_in_flight"`
-	StatusInterval time.Duration `yaml:"status_interval"`
-	LeaseTTL       time.Duration `yaml:"lease_ttl"`
-	BackfillWorkers int          `yaml:"backfill_workers"`
+	BatchRows       int           `yaml:"batch_rows"`
+	BatchBytes      ByteSize      `yaml:"batch_bytes"`
+	BatchInterval   time.Duration `yaml:"batch_interval"`
+	MaxInFlight     int           `yaml:"max_in_flight"`
+	StatusInterval  time.Duration `yaml:"status_interval"`
+	LeaseTTL        time.Duration `yaml:"lease_ttl"`
+	BackfillWorkers int           `yaml:"backfill_workers"`
 }
 
 // Router is the routing service.

@@ -22,7 +22,7 @@ func soakDuration(t testing.TB) time.Duration {
 		}
 		return d
 	}
-	return 90 * time.Second
+	return 80 * time.Second
 }
 
 // soak runs the workload for a while against a pipeline while a chaos loop

@@ -52,7 +52,7 @@ func wlTables() []kit.Table {
 // sets Mix.MoveToast (rows moving between tenants with an unchanged
 // TOASTed body).
 func wlOptions(seed uint64) workload.Options {
-	o := workload.Options{Seed: seed, Tenants: 80, Workers: 4, InitialRows: 1500, LargeEvery: 300, LargeRows: 12000,
+	o := workload.Options{Seed: seed, Tenants: 40, Workers: 4, InitialRows: 1200, LargeEvery: 300, LargeRows: 12000,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	o.Mix = workload.DefaultMix
 	if v, err := strconv.Atoi(os.Getenv("SLUICE_E2E_MOVE_TOAST")); err == nil {

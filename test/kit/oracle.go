@@ -52,6 +52,7 @@ type Report struct {
 	Differ       int // same key, different values
 	Leaked       int // a row of another tenant
 	ReadErrors   int
+	ReadTime     time.Duration // summed over reads
 	// ByColumn counts value differences per table.column (a missing or
 	// phantom row counts under table.(row)).
 	ByColumn map[string]int
@@ -96,8 +97,8 @@ func (r Report) String() string {
 	if len(cols) > 0 {
 		by = "; by column: " + strings.Join(cols, " ")
 	}
-	return fmt.Sprintf("snapshot %d (through %s): %d destination tables, %d rows read, %d source rows: %d missing, %d phantom, %d duplicate, %d differ, %d leaked, %d read errors (%s)",
-		r.Snapshot, r.ThroughLSN, r.Destinations, r.Rows, r.SourceRows, r.Missing, r.Phantom, r.Duplicate, r.Differ, r.Leaked, r.ReadErrors, r.Elapsed.Round(time.Millisecond)) + by
+	return fmt.Sprintf("snapshot %d (through %s): %d destination tables, %d rows read, %d source rows: %d missing, %d phantom, %d duplicate, %d differ, %d leaked, %d read errors (%s, %s per read)",
+		r.Snapshot, r.ThroughLSN, r.Destinations, r.Rows, r.SourceRows, r.Missing, r.Phantom, r.Duplicate, r.Differ, r.Leaked, r.ReadErrors, r.Elapsed.Round(time.Millisecond), (r.ReadTime/time.Duration(max(r.Destinations, 1))).Round(time.Millisecond)) + by
 }
 
 type snapshot struct {
@@ -130,7 +131,7 @@ func Latest(ctx context.Context, server string) (uint64, string, error) {
 func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, error) {
 	start := time.Now()
 	if o.Parallel == 0 {
-		o.Parallel = 4
+		o.Parallel = 6
 	}
 	if o.MaxDiffs == 0 {
 		o.MaxDiffs = 40
@@ -212,6 +213,12 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 					return nil // unroutable values never reach a destination
 				}
 				label := fmt.Sprintf("%s/%s", t.Name, dest)
+				readStart := time.Now()
+				defer func() {
+					mu.Lock()
+					rep.ReadTime += time.Since(readStart)
+					mu.Unlock()
+				}()
 				out, err := CLI(ectx, server, "read", "--destination", dest, "--table", t.Name, "--format", "jsonl",
 					"--snapshot", fmt.Sprint(rep.Snapshot))
 				if err != nil {

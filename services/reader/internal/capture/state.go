@@ -68,7 +68,7 @@ func (s *State) SetError(err error) {
 
 func (s *State) setLSNs(confirmed, server proto.LSN) {
 	s.mu.Lock()
-	s.confirmed = confirmed
+	s.confirmed = max(s.confirmed, confirmed)
 	if server > s.server {
 		s.server = server
 	}

@@ -102,11 +102,11 @@ type StreamStatus struct {
 
 // ConsumerStatus is one durable consumer's lag.
 type ConsumerStatus struct {
-	Name       string `json:"name"`
-	Pending    uint64 `json:"pending"`
-	AckPending int    `json:"ack_pending"`
-	AckFloor   uint64 `json:"ack_floor"`
-	Redelivered int   `json:"redelivered"`
+	Name        string `json:"name"`
+	Pending     uint64 `json:"pending"`
+	AckPending  int    `json:"ack_pending"`
+	AckFloor    uint64 `json:"ack_floor"`
+	Redelivered int    `json:"redelivered"`
 }
 
 func (a *handler) status(w http.ResponseWriter, r *http.Request) {

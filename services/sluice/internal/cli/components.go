@@ -15,8 +15,8 @@ import (
 	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
 	"github.com/sluice-cdc/sluice/services/sluice/internal/demo"
 	"github.com/sluice-cdc/sluice/shared/catalog"
-	"github.com/sluice-cdc/sluice/shared/stack"
 	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/stack"
 	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 

@@ -2,18 +2,18 @@ package cli
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
-	
+
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
 	"github.com/sluice-cdc/sluice/services/sluice/internal/demo"
-	"github.com/sluice-cdc/sluice/shared/stack"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/pgcluster"
+	"github.com/sluice-cdc/sluice/shared/stack"
 )
 
 // serviceNames in pipeline order: shutdown stops them in this order so that
