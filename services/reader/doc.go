@@ -10,7 +10,7 @@
 // confirmed-LSN tracker (internal/confirm), the Arrow batch shape
 // (internal/batch), and two small tables in the state schema:
 // <schema>.reader_backfill (one row per slot: running/done, so a reader
-// that died mid-backfill drops the slot and starts the backfill over) and
+// that died mid-backfill copies again) and
 // <schema>.reader_halted (tables halted by TRUNCATE or a column type
 // change; delete the row after resyncing to resume the table).
 //
@@ -35,4 +35,12 @@
 //     copy published included) and reading the exact snapshot of a
 //     temporary slot whose later consistent point the new copy's rows take
 //     as LSN. Re-published rows are harmless: apply is by position.
+//   - Known gaps: the replica identity key is read at start (a primary key
+//     changed while running needs a restart); a single row larger than
+//     nats.max_payload halts its table (too_large); a table halted for a
+//     bad value or size is not auto-resumed (delete its reader_halted row);
+//     keepalive positions are confirmed after a settle delay, a heuristic
+//     for a commit record still in decoding at the reported position.
+//   - SLUICE_UNSAFE_SCALAR_MAX_LSN=1 switches the prefix-complete rule off
+//     (logged as a WARN) for the end-to-end negative control.
 package reader

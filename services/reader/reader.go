@@ -1,11 +1,9 @@
 package reader
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -15,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -273,11 +270,6 @@ func (r *Reader) connConfig(replication bool) (*pgconn.Config, error) {
 	if replication {
 		c.RuntimeParams["replication"] = "database"
 		c.RuntimeParams["application_name"] = "sluice-reader"
-		// Read the stream in large chunks: fewer read calls when the
-		// walsender is ahead of us.
-		c.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-			return pgproto3.NewFrontend(bufio.NewReaderSize(r, 256<<10), w)
-		}
 	}
 	return c, nil
 }
@@ -476,6 +468,15 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 	}
 	if !sl.Exists {
 		return fmt.Errorf("%w: replication slot %s disappeared; restart the reader to recreate it (and resync: WAL was lost)", source.ErrInvalidSource, r.cfg.Source.Slot)
+	}
+	if sl.Active && sl.ActivePID != 0 {
+		// We hold the lease, so the walsender still on the slot serves a
+		// reader that lost it (a dead host's connection lingers until
+		// wal_sender_timeout): end it rather than wait.
+		r.log.Warn("replication slot still in use by a previous reader: terminating its walsender", "pid", sl.ActivePID)
+		if _, err := src.Exec(ctx, "SELECT pg_terminate_backend($1)", sl.ActivePID); err != nil {
+			r.log.Warn("terminating the previous walsender", "error", err)
+		}
 	}
 	cc, err := r.connConfig(true)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -43,6 +44,16 @@ type Catalog struct {
 	// statements (the wedge test).
 	noFence          bool
 	beforeStatements func()
+	alwaysRenew      bool // renew on every publish, not only when half the TTL is gone
+
+	// What the last publish read back (guarded by pubMu): the highest
+	// version claimed or published, and the server clock against the local
+	// monotonic clock.
+	pubMu     sync.Mutex
+	pubKnown  bool
+	pubTop    uint64
+	serverNow time.Time
+	localAt   time.Time
 }
 
 // tableState is what this process knows of a registered table.

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sluice-cdc/sluice/proto"
 )
@@ -191,6 +192,223 @@ func (d *DirStore) Put(ctx context.Context, path string, data []byte) error {
 		return fmt.Errorf("writing pack %s: syncing directory: %w", path, err)
 	}
 	return nil
+}
+
+// PutItem is one pack of a PutMany.
+type PutItem struct {
+	Path string
+	Data []byte
+}
+
+// BatchPutter is a Store that can write many packs sharing the cost of
+// making them durable (group commit).
+type BatchPutter interface {
+	// PutMany writes every item as Put would (atomic, immutable,
+	// idempotent) and returns one error (nil on success) per item. An item
+	// is durable once its error is nil; a failed item leaves no pack.
+	PutMany(ctx context.Context, items []PutItem) []error
+}
+
+// syncParallel bounds the fsyncs one PutMany runs at once.
+const syncParallel = 64
+
+// PutMany implements BatchPutter with group commit: every temp file is
+// written, then all are fsynced concurrently (the filesystem folds
+// concurrent fsyncs into few journal commits), then linked into place,
+// then every directory that gained an entry (and the parent of every
+// directory created) is fsynced once. A pack is never linked before its
+// bytes are durable, and PutMany returns only after the links are.
+func (d *DirStore) PutMany(ctx context.Context, items []PutItem) []error {
+	errs := make([]error, len(items))
+	type work struct {
+		i        int
+		tmp, dir string
+		exists   bool // same bytes already at the path
+	}
+	var ws []*work
+	dirs := map[string]bool{} // directories to fsync after linking
+	for i, it := range items {
+		if err := ValidatePath(it.Path); err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, err)
+			continue
+		}
+		final := d.abs(it.Path)
+		dir := filepath.Dir(final)
+		if same, err := sameContent(final, it.Data); err == nil {
+			if !same {
+				errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, ErrImmutable)
+				continue
+			}
+			// Already there (a retry after a failed directory sync, say):
+			// sync its directory again before calling it durable.
+			ws = append(ws, &work{i: i, dir: dir, exists: true})
+			dirs[dir] = true
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, err)
+			continue
+		}
+		created, err := d.mkdirs(dir)
+		if err != nil {
+			errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, err)
+			continue
+		}
+		for _, c := range created {
+			dirs[filepath.Dir(c)] = true
+		}
+		var rnd [8]byte
+		_, _ = rand.Read(rnd[:])
+		tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(rnd[:]))
+		if err := writeFile(tmp, it.Data); err != nil {
+			_ = os.Remove(tmp)
+			errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, err)
+			continue
+		}
+		ws = append(ws, &work{i: i, tmp: tmp, dir: dir})
+	}
+	defer func() {
+		for _, w := range ws {
+			if !w.exists {
+				_ = os.Remove(w.tmp)
+			}
+		}
+	}()
+	// Data barrier.
+	parallel(len(ws), func(k int) {
+		w := ws[k]
+		if w.exists {
+			return
+		}
+		if err := syncFile(w.tmp); err != nil {
+			errs[w.i] = fmt.Errorf("writing pack %s: %w", items[w.i].Path, err)
+		}
+	})
+	for _, w := range ws {
+		if errs[w.i] != nil || w.exists {
+			continue
+		}
+		path := items[w.i].Path
+		final := d.abs(path)
+		var err error
+		if d.noLink {
+			err = os.Rename(w.tmp, final)
+		} else {
+			err = os.Link(w.tmp, final)
+		}
+		if err != nil {
+			if !d.noLink && errors.Is(err, fs.ErrExist) {
+				// Lost a race with another writer of the same path.
+				same, cerr := sameContent(final, items[w.i].Data)
+				switch {
+				case cerr != nil:
+					errs[w.i] = fmt.Errorf("writing pack %s: %w", path, cerr)
+				case !same:
+					errs[w.i] = fmt.Errorf("writing pack %s: %w", path, ErrImmutable)
+				}
+				continue
+			}
+			errs[w.i] = fmt.Errorf("writing pack %s: %w", path, err)
+			continue
+		}
+		dirs[w.dir] = true
+	}
+	// Metadata barrier: the new entries (and new directories).
+	dl := make([]string, 0, len(dirs))
+	for dir := range dirs {
+		dl = append(dl, dir)
+	}
+	sort.Strings(dl)
+	dirErr := make([]error, len(dl))
+	parallel(len(dl), func(k int) { dirErr[k] = syncDir(dl[k]) })
+	failed := map[string]error{}
+	for k, err := range dirErr {
+		if err != nil {
+			failed[dl[k]] = err
+		}
+	}
+	if len(failed) > 0 {
+		for _, w := range ws {
+			if errs[w.i] != nil {
+				continue
+			}
+			// A pack whose directory (or an ancestor created here) failed
+			// to sync is not known durable.
+			for dir, err := range failed {
+				if w.dir == dir || strings.HasPrefix(w.dir, dir+string(filepath.Separator)) {
+					errs[w.i] = fmt.Errorf("writing pack %s: syncing directory %s: %w", items[w.i].Path, dir, err)
+					break
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// parallel runs f(0..n-1) on at most syncParallel goroutines and waits.
+func parallel(n int, f func(k int)) {
+	if n == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for g := 0; g < min(n, syncParallel); g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				f(k)
+			}
+		}()
+	}
+	for k := 0; k < n; k++ {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+}
+
+// mkdirs creates dir and any missing parents below the root, returning the
+// directories it created (their parents need an fsync).
+func (d *DirStore) mkdirs(dir string) ([]string, error) {
+	var created []string
+	for p := dir; p != d.root && len(p) > len(d.root); p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		}
+		created = append(created, p)
+	}
+	if len(created) == 0 {
+		return nil, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return created, nil
+}
+
+func writeFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // mkdirDurable creates dir and any missing parents below the root, and
@@ -380,4 +598,7 @@ func QuoteString(s string) string {
 	return b.String()
 }
 
-var _ Store = (*DirStore)(nil)
+var (
+	_ Store       = (*DirStore)(nil)
+	_ BatchPutter = (*DirStore)(nil)
+)

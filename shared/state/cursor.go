@@ -28,10 +28,11 @@ type Cursor struct {
 
 // Cursors reads and advances destination cursors.
 type Cursors struct {
-	pool                    *pgxpool.Pool
-	schema                  string
-	qAdvance, qFence, qLoad string
-	qGet, qAll              string
+	pool                     *pgxpool.Pool
+	schema                   string
+	qAdvance, qFence, qLoad  string
+	qGet, qAll               string
+	qAdvanceMany, qFenceMany string
 	// Negative-control knobs, only ever set by this package's tests (through
 	// withoutSafety, or directly): the fence, the monotonic guard, or the
 	// fence's FOR SHARE lock switched off.
@@ -83,6 +84,31 @@ func (c *Cursors) build() {
 		ON CONFLICT (destination) DO UPDATE SET partition = EXCLUDED.partition,
 			lsn = EXCLUDED.lsn, seq = EXCLUDED.seq, term = EXCLUDED.term, updated_at = EXCLUDED.updated_at` + guard + `
 		RETURNING true`
+	// AdvanceMany: the same fence (every distinct lease of the batch, live,
+	// locked FOR SHARE) and guard, for a batch of rows in one statement. A
+	// row whose lease fails the fence is not written; the others are.
+	manyFence := `SELECT l.name, l.holder, l.term FROM ` + lt + ` l
+			JOIN (SELECT DISTINCT lname, holder, term FROM input) k
+			  ON l.name = k.lname AND l.holder = k.holder AND l.term = k.term
+			WHERE l.expires_at > now() FOR SHARE OF l`
+	if c.noShareLock {
+		manyFence = strings.TrimSuffix(manyFence, " FOR SHARE OF l")
+	}
+	if c.noFence {
+		manyFence = `SELECT DISTINCT lname AS name, holder, term FROM input`
+	}
+	c.qAdvanceMany = `WITH input AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bigint[], $7::bigint[])
+				AS i(lname, holder, term, destination, partition, lsn, seq)),
+		fence AS (` + manyFence + `)
+		INSERT INTO ` + ct + ` AS c (destination, partition, lsn, seq, term, updated_at)
+		SELECT i.destination, i.partition, i.lsn, i.seq, i.term, now()
+			FROM input i JOIN fence f ON f.name = i.lname AND f.holder = i.holder AND f.term = i.term
+		ON CONFLICT (destination) DO UPDATE SET partition = EXCLUDED.partition,
+			lsn = EXCLUDED.lsn, seq = EXCLUDED.seq, term = EXCLUDED.term, updated_at = EXCLUDED.updated_at` + guard + `
+		RETURNING c.destination`
+	c.qFenceMany = `SELECT k.lname, k.holder, k.term FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(lname, holder, term)
+		WHERE EXISTS (SELECT 1 FROM ` + lt + ` l WHERE l.name = k.lname AND l.holder = k.holder AND l.term = k.term AND l.expires_at > now())`
 	c.qFence = `SELECT EXISTS (SELECT 1 FROM ` + lt + ` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`
 	c.qLoad = `SELECT destination, lsn, seq FROM ` + ct + ` WHERE partition = $1`
 	c.qGet = `SELECT lsn, seq FROM ` + ct + ` WHERE destination = $1`
@@ -143,6 +169,142 @@ func (c *Cursors) advance(ctx context.Context, q querier, l Lease, destination s
 	}
 	span.SetAttributes(attribute.Bool("sluice.cursor.stale", true))
 	return false, nil
+}
+
+// CursorAdvance is one row of AdvanceMany: move Destination's cursor (of
+// Partition) to Position under Lease.
+type CursorAdvance struct {
+	Lease       Lease
+	Destination string
+	Partition   int
+	Position    proto.Position
+}
+
+// AdvanceResult is the outcome of one CursorAdvance, as Advance would
+// return it: Advanced when the cursor is now at the position; neither
+// Advanced nor Err for a stale write (the cursor is already past it); Err
+// wrapping ErrLeaseLost when the row's lease failed the fence (nothing was
+// written for that row).
+type AdvanceResult struct {
+	Advanced bool
+	Err      error
+}
+
+// AdvanceMany is Advance for a batch of destinations (under one or more
+// leases) in one statement: every row is fenced by its own lease, checked
+// live by the server clock and locked FOR SHARE for the statement, and
+// guarded to be monotonic, exactly as Advance. Rows whose lease fails the
+// fence are not written and report ErrLeaseLost; the other rows are written.
+// A destination may appear only once per batch. The returned error is for
+// the batch as a whole (bad arguments, the database): then nothing was
+// written.
+func (c *Cursors) AdvanceMany(ctx context.Context, advs []CursorAdvance) ([]AdvanceResult, error) {
+	ctx, span := tracer.Start(ctx, "state.cursor.advance_many", trace.WithAttributes(
+		attribute.Int("sluice.cursors", len(advs))))
+	defer span.End()
+	seen := make(map[string]bool, len(advs))
+	for _, a := range advs {
+		if err := proto.ValidateDestination(a.Destination); err != nil {
+			return nil, fmt.Errorf("advancing cursors: %w: %v", ErrBadArgument, err)
+		}
+		if a.Partition < 0 || a.Lease.Name == "" {
+			return nil, fmt.Errorf("advancing cursor %s: %w: partition %d, lease %q", a.Destination, ErrBadArgument, a.Partition, a.Lease.Name)
+		}
+		if uint64(a.Position.LSN) > math.MaxInt64 || a.Position.Seq > math.MaxInt64 {
+			return nil, fmt.Errorf("advancing cursor %s to %s: %w", a.Destination, a.Position, ErrPositionRange)
+		}
+		if seen[a.Destination] {
+			return nil, fmt.Errorf("advancing cursors: %w: destination %s appears twice", ErrBadArgument, a.Destination)
+		}
+		seen[a.Destination] = true
+	}
+	if len(advs) == 0 {
+		return nil, nil
+	}
+	return c.advanceMany(ctx, c.pool, advs)
+}
+
+// multiQuerier is what advanceMany needs: a pool, or a transaction in tests.
+type multiQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func (c *Cursors) advanceMany(ctx context.Context, q multiQuerier, advs []CursorAdvance) ([]AdvanceResult, error) {
+	span := trace.SpanFromContext(ctx)
+	n := len(advs)
+	lnames, holders, dests := make([]string, n), make([]string, n), make([]string, n)
+	terms, lsns, seqs := make([]int64, n), make([]int64, n), make([]int64, n)
+	parts := make([]int32, n)
+	for i, a := range advs {
+		lnames[i], holders[i], terms[i] = a.Lease.Name, a.Lease.Holder, a.Lease.Term
+		dests[i], parts[i] = a.Destination, int32(a.Partition)
+		lsns[i], seqs[i] = int64(a.Position.LSN), int64(a.Position.Seq)
+	}
+	rows, err := q.Query(ctx, c.qAdvanceMany, lnames, holders, terms, dests, parts, lsns, seqs)
+	if err != nil {
+		span.RecordError(err)
+		return nil, fmt.Errorf("advancing %d cursors: %w", n, err)
+	}
+	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		span.RecordError(err)
+		return nil, fmt.Errorf("advancing %d cursors: %w", n, err)
+	}
+	out := make([]AdvanceResult, n)
+	done := make(map[string]bool, len(written))
+	for _, d := range written {
+		done[d] = true
+	}
+	type key struct {
+		name, holder string
+		term         int64
+	}
+	var check []key
+	seen := map[key]bool{}
+	for i, a := range advs {
+		if done[a.Destination] {
+			out[i].Advanced = true
+			continue
+		}
+		k := key{a.Lease.Name, a.Lease.Holder, a.Lease.Term}
+		if !seen[k] {
+			seen[k] = true
+			check = append(check, k)
+		}
+	}
+	if len(check) == 0 {
+		return out, nil
+	}
+	// Rows not written: the fence failed or the guard refused a stale write.
+	kn, kh, kt := make([]string, len(check)), make([]string, len(check)), make([]int64, len(check))
+	for i, k := range check {
+		kn[i], kh[i], kt[i] = k.name, k.holder, k.term
+	}
+	lrows, err := q.Query(ctx, c.qFenceMany, kn, kh, kt)
+	if err != nil {
+		return nil, fmt.Errorf("checking leases after refused cursor writes: %w", err)
+	}
+	live := map[key]bool{}
+	var ln, lh string
+	var lt int64
+	_, err = pgx.ForEachRow(lrows, []any{&ln, &lh, &lt}, func() error {
+		live[key{ln, lh, lt}] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checking leases after refused cursor writes: %w", err)
+	}
+	for i, a := range advs {
+		if out[i].Advanced {
+			continue
+		}
+		if !live[key{a.Lease.Name, a.Lease.Holder, a.Lease.Term}] && !c.noFence {
+			out[i].Err = fmt.Errorf("advancing cursor %s to %s under lease %s term %d: %w", a.Destination, a.Position, a.Lease.Name, a.Lease.Term, ErrLeaseLost)
+			continue
+		}
+		span.SetAttributes(attribute.Bool("sluice.cursor.stale", true))
+	}
+	return out, nil
 }
 
 // Get returns destination's cursor, and false when it has none yet.

@@ -1,6 +1,36 @@
 // Package e2e drives sluice only through its user contract — the sluice
-// binary, its config file, `sluice wait` and `sluice read` — against a real
-// private Postgres, and checks every destination against the source with an
-// oracle: `sluice read --format jsonl` must equal `SELECT to_jsonb(t)` of
-// that tenant's rows, and no destination may hold another tenant's row.
+// binary, its config, SLUICE_* environment, `sluice wait` and `sluice read`
+// — against a real Postgres, and checks every destination against the
+// source with the oracle of test/kit: `sluice read --format jsonl
+// --snapshot V` must equal `SELECT to_jsonb(t)` of that tenant's rows (same
+// keys, same values), no destination may hold another tenant's row, and a
+// destination whose tenant has no rows left must read empty.
+//
+// Tests (all skip with -short):
+//   - TestContractOneProcess: the contract smoke (../shared/tools/contract-smoke) in Go.
+//   - TestOracleOneProcess / TestOracleMultiProcess: the shared/workload
+//     generator (4 table shapes, skewed tenants, moves, re-inserts, a large
+//     transaction, TOAST, an added column) populated before start
+//     (backfill) and run live; then the oracle. Multi-process: a real
+//     nats-server, `sluice catalog serve`, 2 readers (one standby), 2
+//     routers, 3 flushers, 2 indexers, 2 publishers as `sluice run`
+//     processes. Each also checks that the oracle finds the pre-workload
+//     snapshot stale (the oracle's own negative control).
+//   - TestSoakOneProcess / TestSoakMultiProcess: the workload while a chaos
+//     loop SIGKILLs service processes (and in multi-process mode restarts
+//     nats-server and kills the catalog host once), and Postgres is
+//     crashed once; then the oracle. SLUICE_SOAK_DURATION sets the length
+//     (make soak); default 80s each.
+//   - TestNegative*: the soak with a safety rule switched off through a
+//     proposed SLUICE_UNSAFE_* switch (SLUICE_NEGATIVE=1 runs them; they
+//     skip while the services do not acknowledge the switch).
+//   - TestToastScenarios: one key per TOAST scenario, to name the one that
+//     breaks rule 6.
+//   - TestTraceEndToEnd: spans of one transaction in all five services,
+//     through Jaeger v2's query API (skips without the Jaeger binary; see
+//     deploy/fetch-jaeger.sh).
+//
+// SLUICE_E2E_KEEP=dir keeps the logs of failed tests; SLUICE_E2E_MOVE_TOAST
+// sets the workload's MoveToast percentage (0 by default: see
+// TestToastScenarios s11).
 package e2e

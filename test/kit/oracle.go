@@ -296,7 +296,7 @@ func compare(label, table string, want, got map[string]any, diff func(*int, stri
 			count("(phantom row)", fmt.Sprintf("%s: phantom key %s: got %s", label, k, js(g)))
 			diff(&rep.Phantom, "%s: phantom key %s: got %s", label, k, js(g))
 		default:
-			if js(w) != js(g) {
+			if full(w) != full(g) {
 				cols := differing(w, g)
 				var parts []string
 				wm, _ := w.(map[string]any)
@@ -320,7 +320,7 @@ func differing(w, g any) []string {
 	gm, _ := g.(map[string]any)
 	var out []string
 	for k, v := range wm {
-		if gv, ok := gm[k]; !ok || js(v) != js(gv) {
+		if gv, ok := gm[k]; !ok || full(v) != full(gv) {
 			out = append(out, k)
 		}
 	}
@@ -333,7 +333,15 @@ func differing(w, g any) []string {
 	return out
 }
 
+// full is a value's canonical JSON, for comparison.
+func full(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// js is a value's JSON for messages (long strings abbreviated).
 func js(v any) string {
+	v = abbreviate(v)
 	b, _ := json.Marshal(v)
 	if len(b) > 300 {
 		return string(b[:300]) + "…"
@@ -396,3 +404,37 @@ func norm(v any) any {
 }
 
 var _ = bytes.Equal
+
+// abbreviate shortens long strings for messages: their first 24
+// characters, their length and a hash, so two long values can be told
+// apart.
+func abbreviate(v any) any {
+	switch x := v.(type) {
+	case string:
+		if len(x) > 80 {
+			return fmt.Sprintf("%s…(%d bytes, fnv %08x)", x[:24], len(x), fnv32(x))
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = abbreviate(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = abbreviate(e)
+		}
+		return out
+	}
+	return v
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}

@@ -36,6 +36,12 @@ type flushJob struct {
 	lease   state.Lease
 	epoch   uint64
 	started time.Time
+
+	// Set when the flush starts (beginFlush) and by group commit.
+	ctx     context.Context
+	span    trace.Span
+	rows    int64
+	encoded []encoded
 }
 
 // startFlushLocked swaps d's live buffer out into a job.
@@ -87,24 +93,11 @@ type packOut struct {
 }
 
 // runFlush writes job's packs, advances the cursor, publishes the pack
-// events and acks, in that order. Any failure rewinds the destination.
+// events and acks, in that order, one flush at a time (the path without
+// group commit, and the fallback of a group step that failed). Any failure
+// rewinds the destination.
 func (m *Manager) runFlush(ctx context.Context, job *flushJob) {
-	d := job.d
-	links := make([]trace.Link, 0, len(job.items))
-	var rows int64
-	for _, it := range job.items {
-		if it.link.SpanContext.IsValid() {
-			links = append(links, it.link)
-		}
-		rows += it.rows
-	}
-	ctx, sp := tracer.Start(ctx, "flusher.flush", trace.WithLinks(links...), trace.WithAttributes(
-		attribute.String("sluice.destination", d.name),
-		attribute.Int("sluice.partition", d.part.id),
-		attribute.Int("sluice.messages", len(job.items)),
-		attribute.Int64("sluice.rows", rows)))
-	defer sp.End()
-
+	ctx = m.beginFlush(ctx, job)
 	packs, err := m.writePacks(ctx, job)
 	if err == nil {
 		err = m.advance(ctx, job)
@@ -118,6 +111,35 @@ func (m *Manager) runFlush(ctx context.Context, job *flushJob) {
 	if err == nil {
 		err = m.commit(job, packs)
 	}
+	m.endFlush(job, err)
+}
+
+// beginFlush starts job's span (linked to every input batch's span) and
+// returns its context.
+func (m *Manager) beginFlush(ctx context.Context, job *flushJob) context.Context {
+	d := job.d
+	links := make([]trace.Link, 0, len(job.items))
+	var rows int64
+	for _, it := range job.items {
+		if it.link.SpanContext.IsValid() {
+			links = append(links, it.link)
+		}
+		rows += it.rows
+	}
+	job.rows = rows
+	ctx, job.span = tracer.Start(ctx, "flusher.flush", trace.WithLinks(links...), trace.WithAttributes(
+		attribute.String("sluice.destination", d.name),
+		attribute.Int("sluice.partition", d.part.id),
+		attribute.Int("sluice.messages", len(job.items)),
+		attribute.Int64("sluice.rows", rows)))
+	job.ctx = ctx
+	return ctx
+}
+
+// endFlush ends job: on error it applies the failure rule.
+func (m *Manager) endFlush(job *flushJob, err error) {
+	sp := job.span
+	defer sp.End()
 	dur := time.Since(job.started)
 	if err != nil {
 		sp.RecordError(err)
@@ -128,11 +150,28 @@ func (m *Manager) runFlush(ctx context.Context, job *flushJob) {
 	}
 	m.m.flushes.WithLabelValues("ok").Inc()
 	m.m.flushDuration.Observe(dur.Seconds())
-	m.m.flushedRows.Add(float64(rows))
-	m.adaptRows(rows, dur)
+	m.m.flushedRows.Add(float64(job.rows))
+	m.adaptRows(job.rows, dur)
+}
+
+// encoded is one pack, resolved and encoded, not yet written.
+type encoded struct {
+	meta packstore.PackMeta
+	data []byte
+	rows int64 // rows in the pack (after resolution)
 }
 
 func (m *Manager) writePacks(ctx context.Context, job *flushJob) ([]packOut, error) {
+	packs, err := m.encodePacks(job)
+	if err != nil {
+		return nil, err
+	}
+	return m.putPacks(ctx, job, packs)
+}
+
+// encodePacks resolves and encodes job's batches: one pack per (table,
+// schema fingerprint, Arrow schema).
+func (m *Manager) encodePacks(job *flushJob) ([]encoded, error) {
 	type key struct{ table, fp string }
 	var order []key
 	groups := map[key][]arrow.RecordBatch{}
@@ -143,7 +182,7 @@ func (m *Manager) writePacks(ctx context.Context, job *flushJob) ([]packOut, err
 		}
 		groups[k] = append(groups[k], it.rec)
 	}
-	var out []packOut
+	var out []encoded
 	for _, k := range order {
 		recs := groups[k]
 		// One fingerprint can still hide batches whose Arrow schemas
@@ -159,52 +198,66 @@ func (m *Manager) writePacks(ctx context.Context, job *flushJob) ([]packOut, err
 				}
 			}
 			recs = rest
-			po, err := m.writePack(ctx, job, k.table, k.fp, same)
+			e, err := m.encodePack(job, k.table, k.fp, same)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, po)
+			out = append(out, e)
 		}
 	}
 	return out, nil
 }
 
-func (m *Manager) writePack(ctx context.Context, job *flushJob, table, fp string, recs []arrow.RecordBatch) (packOut, error) {
+func (m *Manager) encodePack(job *flushJob, table, fp string, recs []arrow.RecordBatch) (encoded, error) {
 	resolved, st, err := resolve.Resolve(m.mem, recs)
 	if err != nil {
-		return packOut{}, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
+		return encoded{}, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
 	}
 	defer resolved.Release()
 	id, err := uuid.NewV7()
 	if err != nil {
-		return packOut{}, fmt.Errorf("making pack id: %w", err)
+		return encoded{}, fmt.Errorf("making pack id: %w", err)
 	}
 	meta := packstore.PackMeta{PackID: id.String(), StoreID: m.store.ID(), Destination: job.d.name, Table: table, Schema: fp}
 	data, err := packstore.EncodePack([]arrow.RecordBatch{resolved}, meta)
 	if err != nil {
-		return packOut{}, permanentErr{fmt.Errorf("encoding pack for %s/%s: %w", job.d.name, table, err)}
+		return encoded{}, permanentErr{fmt.Errorf("encoding pack for %s/%s: %w", job.d.name, table, err)}
 	}
 	if meta, _, err = packstore.ReadPackMeta(data); err != nil {
-		return packOut{}, permanentErr{fmt.Errorf("re-reading pack footer: %w", err)}
+		return encoded{}, permanentErr{fmt.Errorf("re-reading pack footer: %w", err)}
 	}
-	path := meta.Path()
-	err = retry(ctx, "writing pack "+path, func() error {
-		if m.putFault != nil {
-			if err := m.putFault(path); err != nil {
-				return err
+	return encoded{meta: meta, data: data, rows: int64(st.Out)}, nil
+}
+
+// putPacks writes packs one by one, each with retries.
+func (m *Manager) putPacks(ctx context.Context, job *flushJob, packs []encoded) ([]packOut, error) {
+	out := make([]packOut, 0, len(packs))
+	for _, e := range packs {
+		path := e.meta.Path()
+		err := retry(ctx, "writing pack "+path, func() error {
+			if m.putFault != nil {
+				if err := m.putFault(path); err != nil {
+					return err
+				}
 			}
+			return m.store.Put(ctx, path, e.data)
+		})
+		if err != nil {
+			if errors.Is(err, packstore.ErrBadPath) {
+				err = permanentErr{err}
+			}
+			return nil, err
 		}
-		return m.store.Put(ctx, path, data)
-	})
-	if err != nil {
-		if errors.Is(err, packstore.ErrBadPath) {
-			err = permanentErr{err}
-		}
-		return packOut{}, err
+		out = append(out, m.written(e))
 	}
-	m.m.packBytes.Observe(float64(len(data)))
-	m.m.packRows.Observe(float64(st.Out))
-	return packOut{meta: meta, bytes: int64(len(data))}, nil
+	return out, nil
+}
+
+// written records a durable pack.
+func (m *Manager) written(e encoded) packOut {
+	m.m.packBytes.Observe(float64(len(e.data)))
+	m.m.packRows.Observe(float64(e.rows))
+	return packOut{meta: e.meta, bytes: int64(len(e.data))}
 }
 
 // prev is the position just before p.
@@ -288,33 +341,11 @@ func (m *Manager) advance(ctx context.Context, job *flushJob) error {
 
 func (m *Manager) publishEvents(ctx context.Context, job *flushJob, packs []packOut) error {
 	for _, po := range packs {
-		mt := po.meta
-		b := array.NewRecordBuilder(m.mem, proto.PackEventSchema)
-		for i, v := range []string{mt.PackID, mt.StoreID, mt.Destination, mt.Table, mt.Path(), mt.Schema, mt.First.String(), mt.Last.String()} {
-			b.Field(i).(*array.StringBuilder).Append(v)
-		}
-		b.Field(8).(*array.Int64Builder).Append(mt.Rows)
-		b.Field(9).(*array.Int64Builder).Append(mt.Tombstones)
-		b.Field(10).(*array.Int64Builder).Append(po.bytes)
-		rec := b.NewRecordBatch()
-		b.Release()
-		body, err := arrowcodec.Encode(rec)
-		rec.Release()
+		msg, err := m.packEvent(ctx, po)
 		if err != nil {
-			return permanentErr{fmt.Errorf("encoding pack event %s: %w", mt.PackID, err)}
+			return err
 		}
-		h := nats.Header{}
-		h.Set(proto.HeaderWire, proto.WireVersion)
-		h.Set(proto.HeaderDestination, mt.Destination)
-		h.Set(proto.HeaderTable, mt.Table)
-		h.Set(proto.HeaderSchema, mt.Schema)
-		h.Set(proto.HeaderFirst, mt.First.String())
-		h.Set(proto.HeaderLast, mt.Last.String())
-		h.Set(proto.HeaderRows, strconv.FormatInt(mt.Rows, 10))
-		h.Set(proto.HeaderMsgID, proto.PackMsgID(mt.PackID))
-		natsotel.Inject(ctx, h)
-		msg := &nats.Msg{Subject: proto.PacksSubject(mt.Destination), Header: h, Data: body}
-		err = retry(ctx, "publishing pack event "+mt.PackID, func() error {
+		err = retry(ctx, "publishing pack event "+po.meta.PackID, func() error {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			_, err := natsx.PublishSync(pctx, m.js, msg)
@@ -325,6 +356,36 @@ func (m *Manager) publishEvents(ctx context.Context, job *flushJob, packs []pack
 		}
 	}
 	return nil
+}
+
+// packEvent builds the pack event of po, carrying ctx's trace.
+func (m *Manager) packEvent(ctx context.Context, po packOut) (*nats.Msg, error) {
+	mt := po.meta
+	b := array.NewRecordBuilder(m.mem, proto.PackEventSchema)
+	for i, v := range []string{mt.PackID, mt.StoreID, mt.Destination, mt.Table, mt.Path(), mt.Schema, mt.First.String(), mt.Last.String()} {
+		b.Field(i).(*array.StringBuilder).Append(v)
+	}
+	b.Field(8).(*array.Int64Builder).Append(mt.Rows)
+	b.Field(9).(*array.Int64Builder).Append(mt.Tombstones)
+	b.Field(10).(*array.Int64Builder).Append(po.bytes)
+	rec := b.NewRecordBatch()
+	b.Release()
+	body, err := arrowcodec.Encode(rec)
+	rec.Release()
+	if err != nil {
+		return nil, permanentErr{fmt.Errorf("encoding pack event %s: %w", mt.PackID, err)}
+	}
+	h := nats.Header{}
+	h.Set(proto.HeaderWire, proto.WireVersion)
+	h.Set(proto.HeaderDestination, mt.Destination)
+	h.Set(proto.HeaderTable, mt.Table)
+	h.Set(proto.HeaderSchema, mt.Schema)
+	h.Set(proto.HeaderFirst, mt.First.String())
+	h.Set(proto.HeaderLast, mt.Last.String())
+	h.Set(proto.HeaderRows, strconv.FormatInt(mt.Rows, 10))
+	h.Set(proto.HeaderMsgID, proto.PackMsgID(mt.PackID))
+	natsotel.Inject(ctx, h)
+	return &nats.Msg{Subject: proto.PacksSubject(mt.Destination), Header: h, Data: body}, nil
 }
 
 // checkLease asks the state database, right before acking, whether the

@@ -140,6 +140,10 @@ type Manager struct {
 	m          *metrics
 	ackWait    time.Duration
 	qLeaseLive string
+	// group commit (group.go)
+	commitQ     chan *flushJob
+	pub         *natsx.Publisher
+	qLeasesLive string
 
 	fetchers   sync.WaitGroup // every partition fetch loop
 	mu         sync.Mutex
@@ -163,6 +167,7 @@ type Manager struct {
 	dropRedelivered   bool // the brief's drop rule (unsafe, see doc.go)
 	noAckFence        bool // ack without checking the lease term
 	abrupt            bool // Run returns without draining or releasing
+	noGroupCommit     bool // every flush runs alone (runFlush): the baseline
 	pauseFetch        atomic.Bool
 	fetchPausedSeen   atomic.Bool
 	putFault          func(path string) error
@@ -197,6 +202,13 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 		rowsTarget: int64(dc.FlushRows),
 	}
 	m.cond = sync.NewCond(&m.mu)
+	m.commitQ = make(chan *flushJob, commitQueue)
+	m.pub = natsx.NewPublisher(deps.JS, commitBatchMax)
+	m.pub.AckTimeout = 10 * time.Second
+	m.qLeasesLive = `SELECT l.name, l.holder, l.term FROM ` + pgx.Identifier{cfg.State.Schema, "leases"}.Sanitize() + ` l
+		JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS k(name, holder, term)
+		  ON l.name = k.name AND l.holder = k.holder AND l.term = k.term
+		WHERE l.expires_at > now()`
 	m.qLeaseLive = `SELECT EXISTS (SELECT 1 FROM ` + pgx.Identifier{cfg.State.Schema, "leases"}.Sanitize() +
 		` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`
 	var err error
@@ -259,6 +271,14 @@ func (m *Manager) Run(ctx context.Context) error {
 	for i := 0; i < m.dc.Workers; i++ {
 		workers.Go(func() error { m.worker(wctx); return nil })
 	}
+	// The committer ends once the workers have stopped and it has
+	// committed (or failed) every flush they queued.
+	committed := make(chan struct{})
+	go func() { defer close(committed); m.committer(workCtx) }()
+	stopCommitter := func() {
+		close(m.commitQ)
+		<-committed
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return m.ownership(gctx) })
@@ -289,6 +309,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.mu.Unlock()
 		stopWork()
 		_ = workers.Wait()
+		stopCommitter()
 		m.dropAll()
 		return nil
 	}
@@ -298,6 +319,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.cond.Broadcast()
 	m.mu.Unlock()
 	_ = workers.Wait()
+	stopCommitter()
 	stopWork()
 	m.releaseAll()
 	m.dropAll()
@@ -403,8 +425,12 @@ func (m *Manager) worker(ctx context.Context) {
 		d.queued = false
 		job := m.startFlushLocked(d)
 		m.mu.Unlock()
-		if job != nil {
+		switch {
+		case job == nil:
+		case m.noGroupCommit:
 			m.runFlush(ctx, job)
+		default:
+			m.prepareFlush(ctx, job)
 		}
 	}
 }

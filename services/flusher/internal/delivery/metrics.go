@@ -22,6 +22,7 @@ type metrics struct {
 	discarded                   prometheus.Counter
 	inProgress                  prometheus.Counter
 	cursorLag                   prometheus.Gauge
+	groupSize                   prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,8 +44,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		discarded:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_stale_reads_discarded_total", Help: "Fetched messages discarded because their destination failed meanwhile (epoch check)."}),
 		inProgress:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_in_progress_acks_total", Help: "In-progress acks sent for buffered messages."}),
 		cursorLag:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_cursor_lag_messages", Help: "Messages received but not yet covered by a cursor."}),
+		groupSize:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_group_commit_flushes", Help: "Flushes committed together by one group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 	}
-	for _, c := range []prometheus.Collector{m.bufferedRows, m.bufferedBytes, m.destinations, m.oldestBuffer, m.ownedPartitions, m.triggers, m.flushes, m.flushDuration, m.packBytes, m.packRows, m.flushedRows, m.fetchPaused, m.deadLetters, m.redelivered, m.discarded, m.inProgress, m.cursorLag} {
+	for _, c := range []prometheus.Collector{m.bufferedRows, m.bufferedBytes, m.destinations, m.oldestBuffer, m.ownedPartitions, m.triggers, m.flushes, m.flushDuration, m.packBytes, m.packRows, m.flushedRows, m.fetchPaused, m.deadLetters, m.redelivered, m.discarded, m.inProgress, m.cursorLag, m.groupSize} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -180,6 +180,7 @@ type Slot struct {
 	Exists         bool
 	Plugin         string
 	Active         bool
+	ActivePID      int32 // the walsender streaming it, when Active
 	ConfirmedFlush proto.LSN
 	RestartLSN     proto.LSN
 }
@@ -190,8 +191,12 @@ func LookupSlot(ctx context.Context, q Querier, name string) (Slot, error) {
 	var s Slot
 	var plugin, db *string
 	var confirmed, restart *string
-	err := q.QueryRow(ctx, `SELECT plugin, database, active, confirmed_flush_lsn::text, restart_lsn::text
-		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, name).Scan(&plugin, &db, &s.Active, &confirmed, &restart)
+	var pid *int32
+	err := q.QueryRow(ctx, `SELECT plugin, database, active, active_pid, confirmed_flush_lsn::text, restart_lsn::text
+		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, name).Scan(&plugin, &db, &s.Active, &pid, &confirmed, &restart)
+	if pid != nil {
+		s.ActivePID = *pid
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, nil
 	}

@@ -283,7 +283,6 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 	if unsafeMoveOutFollowsPair {
 		breakIsolation(rec, cols, ids, a)
 	}
-	s.countMoveOuts(rec, cols, ids, res)
 
 	// Stable counting sort of row indices by bucket: inv[i] is row i's new
 	// index. Dropped rows go after every bucket (and are never sliced), so
@@ -318,13 +317,18 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 	}
 	runs[len(starts)] = int32(total) // the dropped rows' run
 
-	permuted, err := s.takeRecord(rec, inv, streams{ids: ids, starts: runs})
+	// The move-out count and the parts' spans read the input in its order;
+	// they run as one more task beside the columns' take.
+	var spans []posSpan
+	side := func() {
+		s.countMoveOuts(rec, cols, ids, res)
+		spans = bucketSpans(rec, cols, ids, len(a.counts))
+	}
+	permuted, err := s.takeRecord(rec, inv, streams{ids: ids, starts: runs}, side)
 	if err != nil {
 		return nil, err
 	}
 	res.permuted = permuted
-	lsns := permuted.Column(cols.lsn).(*array.Uint64).Uint64Values()
-	seqs := permuted.Column(cols.seq).(*array.Uint64).Uint64Values()
 	res.Parts = make([]Part, 0, len(a.names)-1)
 	for b, c := range a.counts {
 		if c == 0 {
@@ -332,7 +336,7 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 		}
 		lo, hi := starts[b], starts[b]+c
 		p := Part{Destination: a.names[b], Batch: newPart(permuted, int64(lo), int64(hi))}
-		p.First, p.Last = span(lsns[lo:hi], seqs[lo:hi])
+		p.First, p.Last = spans[b].first, spans[b].last
 		if b == 0 {
 			res.Unroutable = &p
 			continue
@@ -356,6 +360,40 @@ func span(lsns, seqs []uint64) (first, last proto.Position) {
 		}
 	}
 	return first, last
+}
+
+type posSpan struct{ first, last proto.Position }
+
+// bucketSpans returns the smallest and largest position of every bucket's
+// rows (ids[i] >= nb, the dropped rows, are skipped), in one pass over the
+// input.
+func bucketSpans(rec arrow.RecordBatch, cols columns, ids []int32, nb int) []posSpan {
+	lsns := rec.Column(cols.lsn).(*array.Uint64).Uint64Values()
+	seqs := rec.Column(cols.seq).(*array.Uint64).Uint64Values()
+	spans := make([]posSpan, nb)
+	seen := make([]bool, nb)
+	ids = ids[:len(lsns)]
+	seqs = seqs[:len(lsns)]
+	for i, l := range lsns {
+		b := int(ids[i])
+		if b >= nb {
+			continue
+		}
+		p := proto.Position{LSN: proto.LSN(l), Seq: seqs[i]}
+		sp := &spans[b]
+		if !seen[b] {
+			seen[b] = true
+			sp.first, sp.last = p, p
+			continue
+		}
+		if p.Less(sp.first) {
+			sp.first = p
+		}
+		if sp.last.Less(p) {
+			sp.last = p
+		}
+	}
+	return spans
 }
 
 // countMoveOuts counts OpMoveOut rows and, among them, routing mutations:
@@ -389,7 +427,8 @@ func (s *Splitter) countMoveOuts(rec arrow.RecordBatch, cols columns, ids []int3
 }
 
 // takeRecord gathers every column of rec with perm, columns in parallel.
-func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32, st streams) (arrow.RecordBatch, error) {
+// side, when not nil, runs once as one more task (it must not fail).
+func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32, st streams, side func()) (arrow.RecordBatch, error) {
 	out := make([]arrow.Array, rec.NumCols())
 	release := func() {
 		for _, c := range out {
@@ -399,6 +438,9 @@ func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32, st streams) (a
 		}
 	}
 	if s.workers <= 1 || len(inv) < parallelMinRows || len(out) == 1 {
+		if side != nil {
+			side()
+		}
 		for i, c := range rec.Columns() {
 			t, err := take(s.mem, c, inv, st)
 			if err != nil {
@@ -410,6 +452,9 @@ func (s *Splitter) takeRecord(rec arrow.RecordBatch, inv []int32, st streams) (a
 	} else {
 		var g errgroup.Group
 		g.SetLimit(s.workers)
+		if side != nil {
+			g.Go(func() error { side(); return nil })
+		}
 		for _, i := range heavyFirst(rec.Schema()) {
 			c := rec.Column(i)
 			g.Go(func() error {

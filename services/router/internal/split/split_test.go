@@ -560,3 +560,85 @@ func TestTakeShortValuesAcrossRuns(t *testing.T) {
 		mem.AssertSize(t, 0)
 	}
 }
+
+// TestTakeListsAcrossRuns checks the list kernel (list of utf8 and of
+// int64) against a naive permutation: NULL lists, empty lists, NULL elements, short and long
+// values, many runs, on a sliced input (non-zero offsets at both levels).
+func TestTakeListsAcrossRuns(t *testing.T) {
+	for it := range 30 {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		r := rand.New(rand.NewPCG(uint64(it), 11))
+		n := 1 + r.IntN(2000)
+		runsN := 1 + r.IntN(300)
+		sb := array.NewListBuilder(mem, arrow.BinaryTypes.String)
+		ib := array.NewListBuilder(mem, arrow.PrimitiveTypes.Int64)
+		for range n + 5 {
+			if r.IntN(6) == 0 {
+				sb.AppendNull()
+				ib.AppendNull()
+				continue
+			}
+			sb.Append(true)
+			ib.Append(true)
+			for range r.IntN(5) {
+				if r.IntN(5) == 0 {
+					sb.ValueBuilder().AppendNull()
+					ib.ValueBuilder().AppendNull()
+					continue
+				}
+				sb.ValueBuilder().(*array.StringBuilder).Append(strings.Repeat("x", []int{0, 1, 5, 15, 16, 17, 31, 32, 33, 70}[r.IntN(10)]))
+				ib.ValueBuilder().(*array.Int64Builder).Append(r.Int64())
+			}
+		}
+		for _, b := range []*array.ListBuilder{sb, ib} {
+			full := b.NewArray()
+			b.Release()
+			arr := array.NewSlice(full, 3, int64(3+n)) // offset 3, child offset > 0
+			full.Release()
+			ids := make([]int32, n)
+			counts := make([]int, runsN)
+			for i := range ids {
+				ids[i] = int32(r.IntN(runsN))
+				counts[ids[i]]++
+			}
+			starts := make([]int32, runsN)
+			tot := 0
+			for k, c := range counts {
+				starts[k] = int32(tot)
+				tot += c
+			}
+			cur := append([]int32(nil), starts...)
+			inv, perm := make([]int32, n), make([]int32, n)
+			for i, k := range ids {
+				inv[i], perm[cur[k]] = cur[k], int32(i)
+				cur[k]++
+			}
+			out, err := take(mem, arr, inv, streams{ids: ids, starts: starts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range n {
+				k := int(perm[j])
+				if out.IsNull(j) != arr.IsNull(k) || (!arr.IsNull(k) && out.ValueStr(j) != arr.ValueStr(k)) {
+					t.Fatalf("iteration %d %s: row %d = %s, want %s", it, arr.DataType(), j, out.ValueStr(j), arr.ValueStr(k))
+				}
+			}
+			if out.NullN() != arr.NullN() {
+				t.Fatalf("iteration %d: %d nulls, want %d", it, out.NullN(), arr.NullN())
+			}
+			vals := out.(*array.List).ListValues()
+			nulls := 0
+			for i := range vals.Len() {
+				if vals.IsNull(i) {
+					nulls++
+				}
+			}
+			if vals.NullN() != nulls {
+				t.Fatalf("iteration %d %s: child null count %d, %d null elements", it, arr.DataType(), vals.NullN(), nulls)
+			}
+			out.Release()
+			arr.Release()
+		}
+		mem.AssertSize(t, 0)
+	}
+}

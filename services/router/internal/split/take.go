@@ -223,7 +223,7 @@ func runSpace[O int32 | int64](offs []O, st streams) ([]runCursor[O], O) {
 //
 // One pass sums every run's bytes, a second moves every value to its run's
 // cursor and writes its offset. Values of up to 16 (32) bytes move as one
-// unaligned 16-byte (32-byte) load and store instead of a memmove call when
+// (two) unaligned 16-byte load(s) and store(s) instead of a memmove call when
 // the store stays inside the run's space: the bytes it spills past the value
 // belong to values of the same run, written later.
 func scatterVar[O int32 | int64](mem memory.Allocator, offs []O, valBuf *memory.Buffer, inv []int32, st streams) (*memory.Buffer, *memory.Buffer) {
@@ -251,7 +251,8 @@ func scatterVar[O int32 | int64](mem memory.Allocator, offs []O, valBuf *memory.
 		case l <= 16 && p+16 <= c.end && s+16 <= srcLen:
 			*(*[16]byte)(dst[p : p+16]) = *(*[16]byte)(src[s : s+16])
 		case l <= 32 && p+32 <= c.end && s+32 <= srcLen:
-			*(*[32]byte)(dst[p : p+32]) = *(*[32]byte)(src[s : s+32])
+			*(*[16]byte)(dst[p : p+16]) = *(*[16]byte)(src[s : s+16])
+			*(*[16]byte)(dst[p+16 : p+32]) = *(*[16]byte)(src[s+16 : s+32])
 		default:
 			copy(dst[p:p+l], src[s:e])
 		}
