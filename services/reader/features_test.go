@@ -69,6 +69,34 @@ func TestTOASTUnchanged(t *testing.T) {
 	}
 }
 
+// A row that moves to another tenant with its TOASTed column unchanged lands
+// in a destination that never held the value: without the old tuple the
+// reader reads it from the source, so it never arrives as NULL (rule 6).
+func TestTOASTUnchangedOnMove(t *testing.T) {
+	e := newEnv(t, "public.docs")
+	e.exec(`CREATE TABLE docs (tenant_id text, id int, body text, n int, PRIMARY KEY (tenant_id, id));
+		ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL;`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	big := strings.Repeat("y", 100<<10)
+	e.exec(`INSERT INTO docs VALUES ('t1', 1, '` + big + `', 0)`)
+	e.exec(`UPDATE docs SET tenant_id = 't2', n = 1 WHERE id = 1`)
+	rows := waitRows(t, e, 3)
+	var moved *row
+	for i := range rows {
+		if rows[i].op == proto.OpUpdate {
+			moved = &rows[i]
+		}
+	}
+	if moved == nil {
+		t.Fatalf("no update row: %v", rows)
+	}
+	if moved.vals["tenant_id"] != "t2" || moved.vals["body"] != big || len(moved.unchanged) != 0 {
+		t.Errorf("moved row: tenant %v, body of %d chars, unchanged %v; want t2, the 100 KB value, none",
+			moved.vals["tenant_id"], len(fmt.Sprint(moved.vals["body"])), moved.unchanged)
+	}
+}
+
 // New columns switch the table to a new schema; a changed column kind halts
 // only that table.
 func TestSchemaChange(t *testing.T) {

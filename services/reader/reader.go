@@ -341,6 +341,9 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 			}
 			return kind, pgType, nil
 		},
+		Fetch: func(ctx context.Context, table string, keyCols, keyTypes []string, keyVals [][]byte, cols []string) ([][]byte, bool, error) {
+			return fetchColumns(ctx, src, table, keyCols, keyTypes, keyVals, cols)
+		},
 		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
 			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)
 		},

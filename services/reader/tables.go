@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -74,4 +75,46 @@ func loadHalts(ctx context.Context, pool *pgxpool.Pool, schema, slot string) (ma
 		out[t] = r
 	}
 	return out, rows.Err()
+}
+
+// fetchColumns reads the text form of cols of one source row by its key (the
+// key's text forms, cast to the key columns' types so the primary key index
+// serves the lookup). Identifiers come from the validated config and the
+// source catalog and are quoted.
+func fetchColumns(ctx context.Context, src *pgxpool.Pool, table string, keyCols, keyTypes []string, keyVals [][]byte, cols []string) ([][]byte, bool, error) {
+	schema, name, _ := strings.Cut(table, ".")
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = pgx.Identifier{c}.Sanitize() + "::text"
+	}
+	where := make([]string, len(keyCols))
+	args := make([]any, len(keyCols))
+	for i, k := range keyCols {
+		where[i] = fmt.Sprintf("%s = $%d::text::%s", pgx.Identifier{k}.Sanitize(), i+1, keyTypes[i])
+		args[i] = string(keyVals[i])
+	}
+	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + pgx.Identifier{schema, name}.Sanitize() + " WHERE " + strings.Join(where, " AND ")
+	rows, err := src.Query(ctx, q, args...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, false, rows.Err()
+	}
+	out := make([][]byte, len(cols))
+	ptrs := make([]any, len(cols))
+	vals := make([]*string, len(cols))
+	for i := range ptrs {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, false, err
+	}
+	for i, v := range vals {
+		if v != nil {
+			out[i] = []byte(*v)
+		}
+	}
+	return out, true, rows.Err()
 }

@@ -62,7 +62,7 @@ func soak(t *testing.T, m mode, tune func(*kit.Chaos), env ...string) (kit.Repor
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	defer artifacts(t, dir)
+	t.Cleanup(func() { artifacts(t, dir) })
 	p, natsProc := m(t, dir, wlSource(dsn), kit.Settings{Env: env})
 	defer func() { _ = p.Stop() }()
 	if err := p.EnsureRunning(ctx); err != nil {

@@ -35,7 +35,7 @@ func TestTraceEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	defer artifacts(t, dir)
+	t.Cleanup(func() { artifacts(t, dir) })
 	j, ok, err := kit.StartJaeger(ctx, dir)
 	if !ok {
 		t.Skip("no Jaeger v2 binary in ~/.cache/sluice/bin: run deploy/fetch-jaeger.sh (about 7 minutes the first time)")

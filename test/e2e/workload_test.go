@@ -122,7 +122,7 @@ func runOracle(t *testing.T, m mode) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	defer artifacts(t, dir)
+	t.Cleanup(func() { artifacts(t, dir) })
 	p, _ := m(t, dir, wlSource(dsn), kit.Settings{})
 	defer func() {
 		if err := p.Stop(); err != nil {

@@ -22,56 +22,85 @@ import (
 //	go test -run XXX -bench Fanout -benchtime 1x ./services/flusher/internal/delivery/
 func BenchmarkFanout(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
-		b.Run(fmt.Sprintf("dests=%d", n), func(b *testing.B) {
-			e := newEnv(b, func(c *cfgpkg.Config) {
-				c.Delivery.Partitions = 16
-				c.Delivery.Workers = 8
-				c.Delivery.MaxAckPending = 20000
-				c.Delivery.MemoryBudget = 256 << 20
-			})
-			r := e.start(b, "bench", nil)
-			var peakHeap atomic.Uint64
-			stop := make(chan struct{})
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				var ms runtime.MemStats
-				for {
-					runtime.ReadMemStats(&ms)
-					if ms.HeapInuse > peakHeap.Load() {
-						peakHeap.Store(ms.HeapInuse)
-					}
-					select {
-					case <-stop:
-						return
-					case <-time.After(20 * time.Millisecond):
-					}
-				}
-			}()
-			var flushTime time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				base := testutil.ToFloat64(r.m.m.flushes.WithLabelValues("ok"))
-				publishMany(b, e, n, i)
-				waitFor(b, 2*time.Minute, "fetched", func() bool { return r.m.Status().BufferedRows == int64(n) })
-				t0 := time.Now()
-				r.m.evaluate(time.Now().Add(2 * time.Hour)) // every buffer is due
-				waitFor(b, 10*time.Minute, "flushed", func() bool {
-					return testutil.ToFloat64(r.m.m.flushes.WithLabelValues("ok")) >= base+float64(n)
-				})
-				flushTime += time.Since(t0)
-			}
-			b.StopTimer()
-			close(stop)
-			<-done
-			total := float64(n * b.N)
-			b.ReportMetric(total/flushTime.Seconds(), "dest-flushes/s")
-			b.ReportMetric(total/flushTime.Seconds(), "rows/s")
-			b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak-heap-MiB")
-			b.ReportMetric(float64(vmHWM())/(1<<10), "peak-rss-MiB")
-			b.ReportMetric(float64(e.cfg.Delivery.MemoryBudget)/(1<<20), "budget-MiB")
-		})
+		b.Run(fmt.Sprintf("dests=%d", n), func(b *testing.B) { benchFanout(b, n, false) })
 	}
+}
+
+// BenchmarkFanoutNoGroupCommit is the same with every flush committed alone
+// (the pre-group-commit path), for before/after ratios in one session.
+func BenchmarkFanoutNoGroupCommit(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("dests=%d", n), func(b *testing.B) { benchFanout(b, n, true) })
+	}
+}
+
+func benchFanout(b *testing.B, n int, single bool) {
+	e := newEnv(b, func(c *cfgpkg.Config) {
+		c.Delivery.Partitions = 16
+		c.Delivery.Workers = 8
+		c.Delivery.MaxAckPending = 20000
+		c.Delivery.MemoryBudget = 256 << 20
+		// Not a lease test: a loaded machine must not lose leases mid-run.
+		c.Delivery.LeaseTTL = 30 * time.Second
+	})
+	r := e.start(b, "bench", func(m *Manager) { m.noGroupCommit = single })
+	var peakHeap atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peakHeap.Load() {
+				peakHeap.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	// Reset the peak RSS (VmHWM) so each run reports its own.
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	var flushTime time.Duration
+	var heapPerMsg, countedPerMsg float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		base := testutil.ToFloat64(r.m.m.flushes.WithLabelValues("ok"))
+		var ms0, ms1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		publishMany(b, e, n, i)
+		// Every message buffered, or fetching stopped at the memory budget.
+		waitFor(b, 2*time.Minute, "fetched", func() bool {
+			st := r.m.Status()
+			return st.BufferedRows == int64(n) || st.BufferedBytes >= st.MemoryBudget
+		})
+		st := r.m.Status()
+		runtime.GC()
+		runtime.ReadMemStats(&ms1)
+		heapPerMsg = float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc)) / float64(st.BufferedRows)
+		countedPerMsg = float64(st.BufferedBytes) / float64(st.BufferedRows)
+		t0 := time.Now()
+		waitFor(b, 10*time.Minute, "flushed", func() bool {
+			r.m.evaluate(time.Now().Add(2 * time.Hour)) // every buffer is due
+			return testutil.ToFloat64(r.m.m.flushes.WithLabelValues("ok")) >= base+float64(n)
+		})
+		flushTime += time.Since(t0)
+	}
+	b.StopTimer()
+	close(stop)
+	<-done
+	total := float64(n * b.N)
+	b.ReportMetric(total/flushTime.Seconds(), "dest-flushes/s")
+	b.ReportMetric(total/flushTime.Seconds(), "rows/s")
+	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(vmHWM())/(1<<10), "peak-rss-MiB")
+	b.ReportMetric(float64(e.cfg.Delivery.MemoryBudget)/(1<<20), "budget-MiB")
+	b.ReportMetric(heapPerMsg, "heap-B/msg")
+	b.ReportMetric(countedPerMsg, "counted-B/msg")
 }
 
 // vmHWM is the process's peak resident set in KiB.

@@ -28,10 +28,14 @@ func TestAbruptStopThenNewInstance(t *testing.T) {
 	a := e.start(t, "a", func(m *Manager) {
 		m.abrupt = true
 		m.afterAdvance = v.hook(t, e)
-		n := 0
+		blocked := false
 		m.beforeAck = func(string) {
-			if n++; n == 5 {
-				<-gate // the fifth flush is mid-way (pack and cursor written, not acked) at the kill
+			// The first flush to reach its ack after four flushes are done
+			// is mid-way (pack and cursor written, not acked) at the kill.
+			// (Called from the one committer goroutine.)
+			if !blocked && testutil.ToFloat64(m.m.flushes.WithLabelValues("ok")) >= 4 {
+				blocked = true
+				<-gate
 			}
 		}
 	})

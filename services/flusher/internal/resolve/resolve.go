@@ -29,7 +29,9 @@ type Stats struct {
 
 // Resolve merges recs (all with one schema) into one batch holding, per
 // primary key (proto.MetaPrimaryKey of the schema metadata), only the row
-// with the newest position (ties: the later row). Kept rows are ordered by
+// with the newest position (ties: the later row) — except that when that
+// row marks TOASTed columns as unchanged (_sluice_unchanged), the key's
+// older rows stay too: they carry the values the catalog fills in (rule 6). Kept rows are ordered by
 // position. A schema without a primary key keeps every row. The caller
 // releases the result; recs are not released.
 func Resolve(mem memory.Allocator, recs []arrow.RecordBatch) (arrow.RecordBatch, Stats, error) {
@@ -82,6 +84,7 @@ func Resolve(mem memory.Allocator, recs []arrow.RecordBatch) (arrow.RecordBatch,
 		for _, i := range best {
 			keep = append(keep, i)
 		}
+		keep = append(keep, toastSources(all, keyCols, best, n)...)
 	}
 	slices.SortFunc(keep, func(a, b int) int {
 		if c := pos(a).Compare(pos(b)); c != 0 {
@@ -234,4 +237,50 @@ func appendKey(b []byte, a arrow.Array, i int) []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		return append(b, s...)
 	}
+}
+
+// keepToastSources switches rule 6's preservation off (negative control).
+var keepToastSources = true
+
+// toastSources returns the rows, other than the winners in best, of every key
+// whose winning row marks some column as TOAST-unchanged: the value it stands
+// for lives in one of them, and dropping them would leave the catalog nothing
+// to fill it from.
+func toastSources(all arrow.RecordBatch, keyCols []arrow.Array, best map[string]int, n int) []int {
+	idx := all.Schema().FieldIndices(proto.ColUnchanged)
+	if !keepToastSources || len(idx) != 1 {
+		return nil
+	}
+	unch, ok := all.Column(idx[0]).(*array.List)
+	if !ok {
+		return nil
+	}
+	marked := func(i int) bool {
+		if unch.IsNull(i) {
+			return false
+		}
+		start, end := unch.ValueOffsets(i)
+		return end > start
+	}
+	need := map[string]int{}
+	for k, i := range best {
+		if marked(i) {
+			need[k] = i
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	var extra []int
+	var kb []byte
+	for i := 0; i < n; i++ {
+		kb = kb[:0]
+		for _, c := range keyCols {
+			kb = appendKey(kb, c, i)
+		}
+		if w, ok := need[string(kb)]; ok && w != i {
+			extra = append(extra, i)
+		}
+	}
+	return extra
 }

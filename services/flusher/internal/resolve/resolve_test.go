@@ -47,7 +47,7 @@ func TestResolveNewestWins(t *testing.T) {
 	// Arrives second but partly older (out-of-order routers).
 	b2 := pt.Batch(mem, []pt.Row{
 		{ID: 1, Op: proto.OpDelete, LSN: 20, Seq: 1},  // delete after insert: tombstone kept
-		{ID: 3, Op: proto.OpInsert, LSN: 5, Seq: 1},   // older than the update: dropped
+		{ID: 3, Op: proto.OpInsert, LSN: 5, Seq: 1},   // older, but the update leaves "note" to it (TOAST): kept
 		{ID: 2, Op: proto.OpUpdate, LSN: 10, Seq: 2},  // same position: the later row wins
 		{ID: 4, Op: proto.OpMoveOut, LSN: 40, Seq: 1}, // lone tombstone kept
 	})
@@ -57,11 +57,11 @@ func TestResolveNewestWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Release()
-	want := []got{{2, proto.OpUpdate, 10, ""}, {1, proto.OpDelete, 20, ""}, {3, proto.OpUpdate, 30, `["note"]`}, {4, proto.OpMoveOut, 40, ""}}
+	want := []got{{3, proto.OpInsert, 5, ""}, {2, proto.OpUpdate, 10, ""}, {1, proto.OpDelete, 20, ""}, {3, proto.OpUpdate, 30, `["note"]`}, {4, proto.OpMoveOut, 40, ""}}
 	if fmt.Sprint(rows(out)) != fmt.Sprint(want) {
 		t.Fatalf("got  %v\nwant %v", rows(out), want)
 	}
-	if st.In != 7 || st.Out != 4 || st.Tombstones != 2 {
+	if st.In != 7 || st.Out != 5 || st.Tombstones != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -98,4 +98,46 @@ func BenchmarkResolve(b *testing.B) {
 		out.Release()
 	}
 	b.ReportMetric(float64(b.N)*10000/b.Elapsed().Seconds(), "rows/s")
+}
+
+// Rule 6: an update that leaves a TOASTed column unchanged keeps, in the same
+// flush, the older row that carries the value; otherwise the pack would hold
+// the marker and nothing to fill it from. The negative control drops it.
+func TestResolveKeepsTOASTSource(t *testing.T) {
+	for _, keepOn := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keep=%v", keepOn), func(t *testing.T) {
+			keepToastSources = keepOn
+			defer func() { keepToastSources = true }()
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			b := pt.Batch(mem, []pt.Row{
+				{ID: 7, Op: proto.OpInsert, LSN: 10, Seq: 1},
+				{ID: 7, Op: proto.OpUpdate, LSN: 11, Seq: 1},
+				{ID: 7, Op: proto.OpUpdate, LSN: 12, Seq: 1, Unchanged: []string{"note"}},
+				{ID: 8, Op: proto.OpInsert, LSN: 10, Seq: 2},
+				{ID: 8, Op: proto.OpUpdate, LSN: 12, Seq: 2},
+			})
+			defer b.Release()
+			out, _, err := Resolve(mem, []arrow.RecordBatch{b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Release()
+			var sources int
+			for _, r := range rows(out) {
+				if r.id == 7 && r.unc == "" {
+					sources++
+				}
+				if r.id == 8 && r.lsn != 12 {
+					t.Errorf("key 8 has no unchanged markers: only its newest row belongs in the pack, got %v", r)
+				}
+			}
+			if keepOn && sources != 2 {
+				t.Fatalf("the rows that carry key 7's TOASTed value were dropped: %v", rows(out))
+			}
+			if !keepOn && sources != 0 {
+				t.Fatalf("negative control: with the rule off the sources must be gone, got %v", rows(out))
+			}
+		})
+	}
 }

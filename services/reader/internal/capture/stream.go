@@ -32,6 +32,11 @@ import (
 // column (pgtypes.ResolveColumn, falling back to Resolve by type OID).
 type ColumnResolver func(ctx context.Context, relid uint32, col pgoutput.Column) (proto.Kind, string, error)
 
+// FetchFunc reads the current text form of cols of table's row whose key
+// columns equal keyVals (text forms, cast to keyTypes); found is false when
+// the row is gone. It serves TOAST values a moved row left "unchanged".
+type FetchFunc func(ctx context.Context, table string, keyCols, keyTypes []string, keyVals [][]byte, cols []string) (vals [][]byte, found bool, err error)
+
 // HaltFunc persists a halted table so that a restarted reader keeps it
 // halted (the TRUNCATE that caused it lies before the confirmed LSN and is
 // never replayed).
@@ -54,6 +59,7 @@ type Options struct {
 	Append  batch.AppendFunc
 	Resolve ColumnResolver
 	Halt    HaltFunc
+	Fetch   FetchFunc
 	Publish PublishFunc
 	Log     *slog.Logger
 	Metrics *Metrics
@@ -585,8 +591,58 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		if err := s.add(ctx, t, m); err != nil {
 			return err
 		}
+		if len(r.Unchanged) > 0 {
+			// The row arrives in a destination (or under a key) that never
+			// held the values it leaves unchanged: carrying them forward
+			// there would find nothing (rule 6). Without the old tuple,
+			// read them from the source. The row's current value can be
+			// newer than this change; a later change then carries it too,
+			// so the end state is exact.
+			if err := s.fillUnchanged(ctx, t, r, c); err != nil {
+				return err
+			}
+		}
 	}
 	return s.add(ctx, t, r)
+}
+
+// fillUnchanged replaces r's TOAST-unchanged markers by the values read from
+// the source, where the row still exists.
+func (s *session) fillUnchanged(ctx context.Context, t *tableState, r *batch.Row, c *pgoutput.Change) error {
+	if s.o.Fetch == nil {
+		return nil
+	}
+	sc := t.schema
+	var keyCols, keyTypes []string
+	var keyVals [][]byte
+	for _, i := range sc.KeyIdx {
+		if c.New.Kinds[i] != pgoutput.ValueText {
+			return nil // a key value we do not have: keep the markers
+		}
+		keyCols = append(keyCols, sc.Columns[i].Name)
+		keyTypes = append(keyTypes, sc.Columns[i].PgType)
+		keyVals = append(keyVals, c.New.Values[i])
+	}
+	vals, found, err := s.o.Fetch(ctx, t.info.Name, keyCols, keyTypes, keyVals, r.Unchanged)
+	if err != nil {
+		return fmt.Errorf("reading unchanged TOAST values of a moved %s row: %w", t.info.Name, err)
+	}
+	if !found {
+		return nil
+	}
+	for j, name := range r.Unchanged {
+		for i := range sc.Columns {
+			if sc.Columns[i].Name == name {
+				if vals[j] == nil {
+					r.Kinds[i], r.Values[i] = batch.Null, nil
+				} else {
+					r.Kinds[i], r.Values[i] = batch.Text, vals[j]
+				}
+			}
+		}
+	}
+	r.Unchanged = r.Unchanged[:0]
+	return nil
 }
 
 // moved reports whether an update changed a key column or the routing

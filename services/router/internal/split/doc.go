@@ -12,12 +12,17 @@
 //     a value that makes no valid destination, an unlisted value in mode
 //     list with unlisted=dlq); dropped rows get no bucket;
 //  2. a stable counting sort of the row indices by bucket (the permutation);
-//  3. ONE take: every column is gathered with that permutation by a
+//  3. ONE take: every column is scattered with that permutation by a
 //     hand-written kernel per physical layout (fixed width, bool, binary and
 //     utf8 with 32- and 64-bit offsets, lists recursively; compute.Take for
-//     anything else), in parallel across columns;
-//  4. zero-copy slices (RecordBatch.NewSlice) of the permuted batch, one per
-//     destination, plus one for the unroutable rows.
+//     anything else), in parallel across columns, costliest first. Variable
+//     width values and list elements get their output space from one cursor
+//     per bucket (a pass sums each bucket's bytes), so each moves in a single
+//     pass with no second pass over the output; the move-out count and every
+//     part's span are computed beside the take, from the input;
+//  4. one zero-copy window of the permuted batch per destination, plus one
+//     for the unroutable rows, whose column slices are built on first read
+//     (part.go): the encoder builds them, in parallel across parts.
 //
 // Rows of one destination keep their input order. Every row is routed by its
 // own routing value, so the OpMoveOut row of a routing mutation (the old
@@ -31,6 +36,19 @@
 // dead-letter slice, or the dropped count.
 //
 // NOTES
+//   - Performance (BenchmarkSplit, 2 shared cores under load 8-20; CPU time
+//     of the process per op, steadier than wall time there): 1M rows x 10K
+//     destinations, wide int64, ~140-200 ms CPU against ~200-320 ms for the
+//     eager-slice, perm-based version it replaced, allocations 0.33 -> 0.03
+//     per row. Measured and rejected: moving a list<utf8> row's child
+//     elements as ranges (one pass per row) was slower than the element-wise
+//     permutation (50 vs 41 ms CPU on the tags column: unpredictable
+//     branches per row); a [32]byte copy compiles to a memmove call (two
+//     [16]byte copies do not); 16-byte chunk copies up to 64 bytes (uuid
+//     routing values) and an arena of distinct keys for the utf8 hash table
+//     showed no gain over the noise (both memory-bound), so were left out.
+//   - What remains serial: the routing-value hash pass (~8 ms per 1M int64
+//     rows, ~40 ms per 1M uuid strings) and the counting sort.
 //   - Memory: the permuted batch is allocated from the injected
 //     memory.Allocator; Result.Release frees it once every part is released
 //     (parts are slices of it and hold references).

@@ -521,7 +521,7 @@ func TestTakeShortValuesAcrossRuns(t *testing.T) {
 		b := array.NewStringBuilder(mem)
 		vals := make([]string, n)
 		for i := range vals {
-			vals[i] = strings.Repeat(string(rune('a'+r.IntN(26))), []int{0, 0, 1, 2, 3, 7, 15, 16, 17, 40}[r.IntN(10)])
+			vals[i] = strings.Repeat(string(rune('a'+r.IntN(26))), []int{0, 0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 40, 48, 63, 64, 65, 90}[r.IntN(18)])
 			b.Append(vals[i])
 		}
 		arr := b.NewArray()

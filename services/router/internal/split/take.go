@@ -224,7 +224,7 @@ func runSpace[O int32 | int64](offs []O, st streams) ([]runCursor[O], O) {
 // One pass sums every run's bytes, a second moves every value to its run's
 // cursor and writes its offset. Values of up to 16 (32) bytes move as one
 // (two) unaligned 16-byte load(s) and store(s) instead of a memmove call when
-// the store stays inside the run's space: the bytes it spills past the value
+// the stores stay inside the run's space: the bytes they spill past the value
 // belong to values of the same run, written later.
 func scatterVar[O int32 | int64](mem memory.Allocator, offs []O, valBuf *memory.Buffer, inv []int32, st streams) (*memory.Buffer, *memory.Buffer) {
 	n := len(inv)
