@@ -93,7 +93,13 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 			continue
 		}
 		seen[keys[i]] = true
+		// Packs of one schema differ in their columns when some carry the
+		// NULL-array markers (the pack writer adds them only when needed): one
+		// INSERT reads every file with one structure, so they go apart.
 		gk := p.Meta.Table + "\x00" + p.Meta.Schema
+		if p.Schema != nil && len(p.Schema.FieldIndices(proto.ColNulls)) > 0 {
+			gk += "\x00nulls"
+		}
 		g := groups[gk]
 		if g == nil {
 			ti, err := TableInfoFromSchema(p.Meta.Table, p.Schema, p.Meta.Schema)

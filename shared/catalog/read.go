@@ -92,6 +92,63 @@ func (c *Catalog) membership(version, destination, table string) string {
 		ident(c.n.manifest()), strings.Join(where, " AND "), ident(c.n.watermark()), version)
 }
 
+// maxLiteralMembers bounds the membership lists a read writes into its
+// statements as literals; above it the statements carry the membership
+// subquery.
+const maxLiteralMembers = 2000
+
+type memberKey struct {
+	version            uint64
+	destination, table string
+}
+
+// members returns the membership predicate of destination's table at the
+// published version v. A snapshot's membership never changes (manifest rows
+// pair with a watermark row written after them, and no version at or below
+// a published one can be published again), so a small membership is read
+// once, remembered, and written as a literal list: the page's two
+// statements then build no set from subqueries.
+func (c *Catalog) members(ctx context.Context, v uint64, destination, table string) (string, error) {
+	k := memberKey{v, destination, table}
+	c.pubMu.Lock()
+	pred, ok := c.memberCache[k]
+	c.pubMu.Unlock()
+	if ok {
+		return pred, nil
+	}
+	sub := c.membership(u64(v), destination, table)
+	q := fmt.Sprintf("SELECT DISTINCT store_id, pack_id FROM %s WHERE version <= %d AND destination = %s AND table = %s AND (version, publish_id) IN (SELECT version, publish_id FROM %s WHERE version <= %d) ORDER BY store_id, pack_id LIMIT %d",
+		ident(c.n.manifest()), v, quote(destination), quote(table), ident(c.n.watermark()), v, maxLiteralMembers+1)
+	res, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return "", fmt.Errorf("reading membership of %s of %s at version %d: %w", table, destination, v, err)
+	}
+	switch n := len(res.Rows); {
+	case n > maxLiteralMembers:
+		pred = sub
+	case n == 0:
+		pred = "0"
+	default:
+		var b strings.Builder
+		b.WriteString("(store_id, pack_id) IN (")
+		for i, r := range res.Rows {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(" + quote(asString(r[0])) + ", " + quote(asString(r[1])) + ")")
+		}
+		b.WriteString(")")
+		pred = b.String()
+	}
+	c.pubMu.Lock()
+	if c.memberCache == nil || len(c.memberCache) >= 64 {
+		c.memberCache = map[memberKey]string{}
+	}
+	c.memberCache[k] = pred
+	c.pubMu.Unlock()
+	return pred, nil
+}
+
 // Destinations returns, per table, the destinations holding packs in the
 // snapshot at version (0: latest).
 func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string][]string, error) {
@@ -114,16 +171,45 @@ func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string]
 
 func (c *Catalog) resolveVersion(ctx context.Context, version uint64) (uint64, error) {
 	if version == 0 {
-		s, err := c.Latest(ctx)
+		res, err := c.conn.Query(ctx, "SELECT max(version), count() FROM "+ident(c.n.watermark()))
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("reading latest snapshot: %w", err)
 		}
-		return s.Version, nil
+		if len(res.Rows) == 0 || asUint(res.Rows[0][1]) == 0 {
+			return 0, fmt.Errorf("%w: nothing published yet", ErrNoSnapshot)
+		}
+		v := asUint(res.Rows[0][0])
+		c.published(v)
+		return v, nil
 	}
-	if _, err := c.Snapshot(ctx, version); err != nil {
-		return 0, err
+	// A published snapshot stays published (it never changes), so a version
+	// seen once needs no query again.
+	c.pubMu.Lock()
+	ok := c.versions[version]
+	c.pubMu.Unlock()
+	if ok {
+		return version, nil
 	}
+	res, err := c.conn.Query(ctx, "SELECT count() FROM "+ident(c.n.watermark())+" WHERE version = "+u64(version))
+	if err != nil {
+		return 0, fmt.Errorf("reading snapshot %d: %w", version, err)
+	}
+	if len(res.Rows) == 0 || asUint(res.Rows[0][0]) == 0 {
+		return 0, fmt.Errorf("%w: version %d", ErrNoSnapshot, version)
+	}
+	c.published(version)
 	return version, nil
+}
+
+// published remembers that version is a published snapshot (a bounded
+// set: cleared when full).
+func (c *Catalog) published(version uint64) {
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if c.versions == nil || len(c.versions) >= 4096 {
+		c.versions = map[uint64]bool{}
+	}
+	c.versions[version] = true
 }
 
 // resolution builds the per-key resolution of a rows table: grouped by
@@ -255,7 +341,11 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	where := "destination = " + quote(req.Destination) + " AND " + c.membership(u64(v), req.Destination, req.Table)
+	members, err := c.members(ctx, v, req.Destination, req.Table)
+	if err != nil {
+		return Page{}, err
+	}
+	where := "destination = " + quote(req.Destination) + " AND " + members
 	if req.Cursor != "" {
 		after, err := cursorPredicate(ti, req.Cursor, ">")
 		if err != nil {
@@ -270,8 +360,8 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	// The page's key range first: the next Limit distinct keys, read in
 	// primary-key order (the rows table is sorted by destination, key), so
 	// the resolution below aggregates one page, not the destination.
-	kq := "SELECT DISTINCT " + strings.Join(keyCols, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
-		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit)
+	kq := "SELECT " + strings.Join(keyCols, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
+		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT 1 BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit)
 	keys, err := c.conn.Query(ctx, kq)
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)

@@ -54,6 +54,10 @@ type Catalog struct {
 	pubTop    uint64
 	serverNow time.Time
 	localAt   time.Time
+	versions  map[uint64]bool // published versions seen by reads
+	// memberCache holds membership predicates of published versions (see
+	// members); bounded, cleared when full.
+	memberCache map[memberKey]string
 }
 
 // tableState is what this process knows of a registered table.
@@ -380,6 +384,9 @@ func (c *Catalog) Drop(ctx context.Context) error {
 	c.mu.Lock()
 	c.tables = map[string]*tableState{}
 	c.mu.Unlock()
+	c.pubMu.Lock()
+	c.pubKnown, c.pubTop, c.versions, c.memberCache = false, 0, nil, nil
+	c.pubMu.Unlock()
 	return nil
 }
 

@@ -87,8 +87,29 @@ func summarize(recs []arrow.RecordBatch) (summary, error) {
 	return s, nil
 }
 
+// CompressMinBytes is the column data size from which a pack's bodies are
+// zstd-compressed. Smaller packs are written uncompressed: setting up a
+// zstd encoder (arrow-go makes one per file) costs far more CPU than such
+// a pack saves on disk, and dominated the flusher's fan-out to many small
+// destinations. Readers (DecodePack, ClickHouse) read either.
+const CompressMinBytes = 64 << 10
+
+func bodyBytes(recs []arrow.RecordBatch) int {
+	n := 0
+	for _, r := range recs {
+		for _, c := range r.Columns() {
+			for _, b := range c.Data().Buffers() {
+				if b != nil {
+					n += b.Len()
+				}
+			}
+		}
+	}
+	return n
+}
+
 // EncodePack writes recs (one schema) as a pack: an Arrow IPC file,
-// zstd-compressed, whose footer schema metadata holds the table's own
+// zstd-compressed from CompressMinBytes of column data, whose footer schema metadata holds the table's own
 // schema metadata plus the proto.MetaPack* keys. Rows, Tombstones, First
 // and Last are derived from the system columns; a non-zero value in meta
 // that disagrees is refused.
@@ -168,8 +189,12 @@ func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
 	}
 	schema := arrow.NewSchema(fields, &md)
 
+	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator)}
+	if bodyBytes(recs) >= CompressMinBytes {
+		opts = append(opts, ipc.WithZstd())
+	}
 	var buf bytes.Buffer
-	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithZstd(), ipc.WithAllocator(memory.DefaultAllocator))
+	w, err := ipc.NewFileWriter(&buf, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("encoding pack %s: %w", meta.PackID, err)
 	}

@@ -89,6 +89,9 @@ func TestTenThousandDestinations(t *testing.T) {
 		c.Delivery.MaxAckPending = 1000
 		c.Delivery.Workers = 8
 		c.Delivery.FlushInterval = 20 * time.Second // the last few hundred wait for it
+		// Not a lease test: on a loaded machine a 2s lease can lapse while
+		// 10,000 messages are decoded, and the takeover naks (redelivers).
+		c.Delivery.LeaseTTL = 20 * time.Second
 	})
 	r := e.start(t, "a", nil)
 	publishMany(t, e, n, 0)

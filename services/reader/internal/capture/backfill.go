@@ -62,7 +62,11 @@ func Backfill(ctx context.Context, dsn string, snap Snapshot, tables []source.Ta
 				return nil
 			case out, ok := <-outs:
 				if !ok {
-					return nil
+					// Wait for the acks while gctx is live: errgroup cancels
+					// it when Wait returns, and a publish still awaiting its
+					// ack would then fail the whole backfill.
+					pipe.Wait()
+					return pipe.Err()
 				}
 				for {
 					ok, err := pipe.Acquire(gctx, time.Second)
