@@ -50,8 +50,34 @@
 //     toUnixTimestamp64Micro (lossless for every Int64, verified for year 1
 //     and 9999), dates straight as Int32 (reading them as Date32 refuses
 //     days outside 1900..2299).
-//   - ClickHouse reads a NULL Arrow list as an empty array, so a NULL array
-//     column reads back as [] (known gap).
+//   - ClickHouse reads a NULL Arrow list as an empty array; packs carry
+//     _sluice_nulls (the array columns that are NULL in the row, added by
+//     the pack writer only when needed), stored per row and resolved like a
+//     value (TOAST carry-forward included), so reads render null vs [].
+//     Packs with and without the marker column are inserted apart (one
+//     INSERT reads every file with one structure). The latest views show []
+//     for NULL arrays.
+//   - Performance (chDB, one statement at a time per process; on a loaded
+//     2-core machine every statement costs milliseconds of fixed overhead,
+//     each scalar or IN subquery about one more, and query analysis grows
+//     with expression count):
+//   - Publish is four statements: claim, manifest, watermark, one UNION ALL
+//     read-back (the version's publishes, the lease head, the server clock,
+//     the highest versions). The sole-claim check runs inside the fence
+//     subquery, so the claim is not read back; the next version comes from
+//     the last read-back. The lease is renewed (a fifth statement) only
+//     when less than half its TTL is left by the server clock as last read
+//     plus local monotonic time: renewal is liveness, the fence in each
+//     statement is the safety.
+//   - Rows INSERTs run with max_insert_threads = 2 and optimize_on_insert =
+//     0 (rows equal on the whole sort key are copies of one change).
+//   - A page read is two statements: the page's keys (LIMIT 1 BY, in key
+//     order), then the resolution over that key range. The resolution
+//     aggregates in an inner query and picks columns in an outer one, so
+//     the winning tuple is not re-expanded at every reference (that
+//     expansion made planning most of the read). Published versions and
+//     small memberships (up to 2,000 packs per destination and table) are
+//     cached: a published snapshot never changes.
 //   - Table names: p_rows.<schema>.<table> is quoted with backquotes; the
 //     dot is the one separator that cannot occur inside either identifier.
 package catalog
