@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
@@ -80,12 +81,20 @@ func (m *Manager) commitGroup(ctx context.Context, jobs []*flushJob) {
 	m.m.groupSize.Observe(float64(len(jobs)))
 	errs := make([]error, len(jobs))
 	outs := make([][]packOut, len(jobs))
+	t0 := time.Now()
 	m.putGroup(ctx, jobs, outs, errs)
+	t1 := time.Now()
 	m.advanceGroup(ctx, jobs, errs)
+	t2 := time.Now()
 	m.publishGroup(ctx, jobs, outs, errs)
+	t3 := time.Now()
 	if !m.noAckFence {
 		m.checkLeases(ctx, jobs, errs)
 	}
+	t4 := time.Now()
+	defer func() {
+		m.log.Debug("group commit", "flushes", len(jobs), "put", t1.Sub(t0), "cursors", t2.Sub(t1), "publish", t3.Sub(t2), "leases", t4.Sub(t3), "ack", time.Since(t4))
+	}()
 	for i, job := range jobs {
 		if errs[i] == nil {
 			errs[i] = m.commit(job, outs[i])
