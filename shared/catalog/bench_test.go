@@ -51,19 +51,11 @@ func BenchmarkIndex(b *testing.B) {
 	b.ReportMetric(float64(b.N*packRows*perBatch)/time.Since(start).Seconds(), "rows/s")
 }
 
-// BenchmarkPublish publishes one snapshot per iteration, each admitting one
-// new pack, and reports p50 and p99 (the renewal included when due: less
-// than half the TTL left).
-func BenchmarkPublish(b *testing.B) { benchPublish(b, false) }
-
-// BenchmarkPublishRenewEvery is BenchmarkPublish renewing the lease on
-// every publish.
-func BenchmarkPublishRenewEvery(b *testing.B) { benchPublish(b, true) }
-
-func benchPublish(b *testing.B, renewEvery bool) {
+// BenchmarkPublish publishes one snapshot per iteration (renewal included),
+// each admitting one new pack, and reports p50 and p99.
+func BenchmarkPublish(b *testing.B) {
 	conn := chtest.Conn(b)
 	c := newCatalog(b, conn)
-	catalog.SetAlwaysRenew(c, renewEvery)
 	store := openStore(b, "s1")
 	var metas []packstore.PackMeta
 	for i := range b.N {

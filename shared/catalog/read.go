@@ -92,63 +92,6 @@ func (c *Catalog) membership(version, destination, table string) string {
 		ident(c.n.manifest()), strings.Join(where, " AND "), ident(c.n.watermark()), version)
 }
 
-// maxLiteralMembers bounds the membership lists a read writes into its
-// statements as literals; above it the statements carry the membership
-// subquery.
-const maxLiteralMembers = 2000
-
-type memberKey struct {
-	version            uint64
-	destination, table string
-}
-
-// members returns the membership predicate of destination's table at the
-// published version v. A snapshot's membership never changes (manifest rows
-// pair with a watermark row written after them, and no version at or below
-// a published one can be published again), so a small membership is read
-// once, remembered, and written as a literal list: the page's two
-// statements then build no set from subqueries.
-func (c *Catalog) members(ctx context.Context, v uint64, destination, table string) (string, error) {
-	k := memberKey{v, destination, table}
-	c.pubMu.Lock()
-	pred, ok := c.memberCache[k]
-	c.pubMu.Unlock()
-	if ok {
-		return pred, nil
-	}
-	sub := c.membership(u64(v), destination, table)
-	q := fmt.Sprintf("SELECT DISTINCT store_id, pack_id FROM %s WHERE version <= %d AND destination = %s AND table = %s AND (version, publish_id) IN (SELECT version, publish_id FROM %s WHERE version <= %d) ORDER BY store_id, pack_id LIMIT %d",
-		ident(c.n.manifest()), v, quote(destination), quote(table), ident(c.n.watermark()), v, maxLiteralMembers+1)
-	res, err := c.conn.Query(ctx, q)
-	if err != nil {
-		return "", fmt.Errorf("reading membership of %s of %s at version %d: %w", table, destination, v, err)
-	}
-	switch n := len(res.Rows); {
-	case n > maxLiteralMembers:
-		pred = sub
-	case n == 0:
-		pred = "0"
-	default:
-		var b strings.Builder
-		b.WriteString("(store_id, pack_id) IN (")
-		for i, r := range res.Rows {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(" + quote(asString(r[0])) + ", " + quote(asString(r[1])) + ")")
-		}
-		b.WriteString(")")
-		pred = b.String()
-	}
-	c.pubMu.Lock()
-	if c.memberCache == nil || len(c.memberCache) >= 64 {
-		c.memberCache = map[memberKey]string{}
-	}
-	c.memberCache[k] = pred
-	c.pubMu.Unlock()
-	return pred, nil
-}
-
 // Destinations returns, per table, the destinations holding packs in the
 // snapshot at version (0: latest).
 func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string][]string, error) {
@@ -171,45 +114,16 @@ func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string]
 
 func (c *Catalog) resolveVersion(ctx context.Context, version uint64) (uint64, error) {
 	if version == 0 {
-		res, err := c.conn.Query(ctx, "SELECT max(version), count() FROM "+ident(c.n.watermark()))
+		s, err := c.Latest(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("reading latest snapshot: %w", err)
+			return 0, err
 		}
-		if len(res.Rows) == 0 || asUint(res.Rows[0][1]) == 0 {
-			return 0, fmt.Errorf("%w: nothing published yet", ErrNoSnapshot)
-		}
-		v := asUint(res.Rows[0][0])
-		c.published(v)
-		return v, nil
+		return s.Version, nil
 	}
-	// A published snapshot stays published (it never changes), so a version
-	// seen once needs no query again.
-	c.pubMu.Lock()
-	ok := c.versions[version]
-	c.pubMu.Unlock()
-	if ok {
-		return version, nil
+	if _, err := c.Snapshot(ctx, version); err != nil {
+		return 0, err
 	}
-	res, err := c.conn.Query(ctx, "SELECT count() FROM "+ident(c.n.watermark())+" WHERE version = "+u64(version))
-	if err != nil {
-		return 0, fmt.Errorf("reading snapshot %d: %w", version, err)
-	}
-	if len(res.Rows) == 0 || asUint(res.Rows[0][0]) == 0 {
-		return 0, fmt.Errorf("%w: version %d", ErrNoSnapshot, version)
-	}
-	c.published(version)
 	return version, nil
-}
-
-// published remembers that version is a published snapshot (a bounded
-// set: cleared when full).
-func (c *Catalog) published(version uint64) {
-	c.pubMu.Lock()
-	defer c.pubMu.Unlock()
-	if c.versions == nil || len(c.versions) >= 4096 {
-		c.versions = map[uint64]bool{}
-	}
-	c.versions[version] = true
 }
 
 // resolution builds the per-key resolution of a rows table: grouped by
@@ -219,12 +133,7 @@ func (c *Catalog) published(version uint64) {
 // for each non-key column of ti in order, then the system columns _op,
 // _lsn, _seq, _ct, _store, _pack.
 func (c *Catalog) resolution(ti TableInfo, where string) string {
-	// The winner is the newest row by position, pack identity breaking ties
-	// between copies of one change (so system columns are deterministic).
-	// TOAST carry-forward only needs the newest value by position: copies of
-	// one change carry the same values.
 	const ord = "(_sluice_lsn, _sluice_seq, store_id, pack_id)"
-	const pos = "(_sluice_lsn, _sluice_seq)"
 	var nonKey []Column
 	for _, col := range ti.Columns {
 		if !ti.isKey(col.Name) {
@@ -237,31 +146,21 @@ func (c *Catalog) resolution(ti TableInfo, where string) string {
 	}
 	tup = append(tup, "_sluice_op", "_sluice_unchanged", "_sluice_lsn", "_sluice_seq", "_sluice_commit_time", "toString(store_id)", "pack_id", ident(proto.ColNulls))
 	n := len(nonKey)
-	keys := []string{"destination"}
+	sel := []string{"destination"}
 	for _, k := range ti.PrimaryKey {
-		keys = append(keys, ident(k))
+		sel = append(sel, ident(k))
 	}
-	// Two levels: the inner query aggregates (the winning row as one tuple
-	// _w, and the TOAST carry-forward candidates _t<i>); the outer one picks
-	// the columns. Referring to _w only as a column of the inner query keeps
-	// the analyzer from expanding the whole argMax at every reference
-	// (measured: planning alone took most of a page read).
-	inner := append([]string{}, keys...)
-	inner = append(inner, "argMax(tuple("+strings.Join(tup, ", ")+"), "+ord+") AS _w")
-	out := append([]string{}, keys...)
-	w := func(i int) string { return fmt.Sprintf("tupleElement(_w, %d)", i) }
-	unchanged := func(col string) string { return "has(" + w(n+2) + ", " + quote(col) + ")" }
+	sel = append(sel, "argMax(tuple("+strings.Join(tup, ", ")+"), "+ord+") AS _w")
 	for i, col := range nonKey {
-		el := w(i + 1)
+		el := fmt.Sprintf("tupleElement(_w, %d)", i+1)
 		if toastable(col.Kind) {
-			t := "_t" + strconv.Itoa(i)
-			inner = append(inner, fmt.Sprintf("argMaxIf(%s, %s, NOT has(_sluice_unchanged, %s)) AS %s", ident(col.Name), pos, quote(col.Name), t))
-			el = "if(" + unchanged(col.Name) + ", " + t + ", " + el + ")"
+			el = fmt.Sprintf("if(has(tupleElement(_w, %d), %s), argMaxIf(%s, %s, NOT has(_sluice_unchanged, %s)), %s)",
+				n+2, quote(col.Name), ident(col.Name), ord, quote(col.Name), el)
 		}
-		out = append(out, el+" AS _c"+strconv.Itoa(i))
+		sel = append(sel, el+" AS _c"+strconv.Itoa(i))
 	}
 	for i, a := range []string{"_op", "_unch", "_lsn", "_seq", "_ct", "_store", "_pack"} {
-		out = append(out, w(n+1+i)+" AS "+a)
+		sel = append(sel, fmt.Sprintf("tupleElement(_w, %d) AS %s", n+1+i, a))
 	}
 	// Array columns: ClickHouse arrays cannot be NULL, so whether the
 	// winning value is NULL comes from the pack's null markers (taken from
@@ -271,13 +170,17 @@ func (c *Catalog) resolution(ti TableInfo, where string) string {
 		if _, isArray := col.Kind.Elem(); !isArray {
 			continue
 		}
-		t := "_tn" + strconv.Itoa(i)
-		inner = append(inner, fmt.Sprintf("argMaxIf(has(%s, %s), %s, NOT has(_sluice_unchanged, %s)) AS %s", ident(proto.ColNulls), quote(col.Name), pos, quote(col.Name), t))
-		el := fmt.Sprintf("if(%s, %s, has(%s, %s))", unchanged(col.Name), t, w(n+8), quote(col.Name))
-		out = append(out, el+" AS _n"+strconv.Itoa(i))
+		el := fmt.Sprintf("has(tupleElement(_w, %d), %s)", n+8, quote(col.Name))
+		el = fmt.Sprintf("if(has(tupleElement(_w, %d), %s), argMaxIf(has(%s, %s), %s, NOT has(_sluice_unchanged, %s)), %s)",
+			n+2, quote(col.Name), ident(proto.ColNulls), quote(col.Name), ord, quote(col.Name), el)
+		sel = append(sel, el+" AS _n"+strconv.Itoa(i))
 	}
-	return "SELECT " + strings.Join(out, ", ") + " FROM (SELECT " + strings.Join(inner, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
-		" GROUP BY " + strings.Join(keys, ", ") + ") WHERE " + w(n+1) + " NOT IN (" + strconv.Itoa(int(proto.OpDelete)) + ", " + strconv.Itoa(int(proto.OpMoveOut)) + ")"
+	group := []string{"destination"}
+	for _, k := range ti.PrimaryKey {
+		group = append(group, ident(k))
+	}
+	return "SELECT " + strings.Join(sel, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
+		" GROUP BY " + strings.Join(group, ", ") + " HAVING _op NOT IN (" + strconv.Itoa(int(proto.OpDelete)) + ", " + strconv.Itoa(int(proto.OpMoveOut)) + ")"
 }
 
 // latestViewSQL is the ad-hoc view of a table as of the latest published
@@ -341,11 +244,7 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	members, err := c.members(ctx, v, req.Destination, req.Table)
-	if err != nil {
-		return Page{}, err
-	}
-	where := "destination = " + quote(req.Destination) + " AND " + members
+	where := "destination = " + quote(req.Destination) + " AND " + c.membership(u64(v), req.Destination, req.Table)
 	if req.Cursor != "" {
 		after, err := cursorPredicate(ti, req.Cursor, ">")
 		if err != nil {
@@ -360,8 +259,8 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	// The page's key range first: the next Limit distinct keys, read in
 	// primary-key order (the rows table is sorted by destination, key), so
 	// the resolution below aggregates one page, not the destination.
-	kq := "SELECT " + strings.Join(keyCols, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
-		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT 1 BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit)
+	kq := "SELECT DISTINCT " + strings.Join(keyCols, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
+		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit)
 	keys, err := c.conn.Query(ctx, kq)
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)
@@ -407,7 +306,7 @@ func (c *Catalog) renderRow(ti TableInfo, r []any, system bool) (json.RawMessage
 	// Null markers of array columns follow the non-key columns and the
 	// seven system columns (see resolution).
 	nullAt := map[string]int{}
-	next := 1 + nk + (len(ti.Columns) - nk) + 7
+	next := 1 + nk + 1 + (len(ti.Columns) - nk) + 7
 	for _, col := range ti.Columns {
 		if _, isArray := col.Kind.Elem(); isArray && !ti.isKey(col.Name) {
 			nullAt[col.Name] = next
@@ -424,7 +323,7 @@ func (c *Catalog) renderRow(ti TableInfo, r []any, system bool) (json.RawMessage
 		if at, ok := keyAt[col.Name]; ok {
 			v = r[at]
 		} else {
-			v = r[1+nk+i]
+			v = r[1+nk+1+i]
 			i++
 		}
 		if at, ok := nullAt[col.Name]; ok && at < len(r) && asBool(r[at]) {
@@ -441,7 +340,7 @@ func (c *Catalog) renderRow(ti TableInfo, r []any, system bool) (json.RawMessage
 	}
 	if system {
 		// after the non-key columns: _op, _unch, _lsn, _seq, _ct, _store, _pack
-		s := r[1+nk+i:]
+		s := r[1+nk+1+i:]
 		b = append(b, ',')
 		b = appendKey(b, proto.ColLSN)
 		b = strconv.AppendQuote(b, proto.LSN(asUint(s[2])).String())

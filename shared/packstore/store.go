@@ -224,51 +224,64 @@ func (d *DirStore) PutMany(ctx context.Context, items []PutItem) []error {
 		i        int
 		tmp, dir string
 		exists   bool // same bytes already at the path
+		created  []string
 	}
-	var ws []*work
-	dirs := map[string]bool{} // directories to fsync after linking
-	for i, it := range items {
+	wk := make([]*work, len(items))
+	// Each item up to its data barrier (check, mkdir, write, fsync), on
+	// syncParallel goroutines so the fsyncs overlap.
+	parallel(len(items), func(i int) {
+		it := items[i]
 		if err := ValidatePath(it.Path); err != nil {
 			errs[i] = err
-			continue
+			return
 		}
 		if err := ctx.Err(); err != nil {
 			errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, err)
-			continue
+			return
 		}
 		final := d.abs(it.Path)
 		dir := filepath.Dir(final)
 		if same, err := sameContent(final, it.Data); err == nil {
 			if !same {
 				errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, ErrImmutable)
-				continue
+				return
 			}
 			// Already there (a retry after a failed directory sync, say):
 			// sync its directory again before calling it durable.
-			ws = append(ws, &work{i: i, dir: dir, exists: true})
-			dirs[dir] = true
-			continue
+			wk[i] = &work{i: i, dir: dir, exists: true}
+			return
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, err)
-			continue
+			return
 		}
 		created, err := d.mkdirs(dir)
 		if err != nil {
 			errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, err)
-			continue
-		}
-		for _, c := range created {
-			dirs[filepath.Dir(c)] = true
+			return
 		}
 		var rnd [8]byte
 		_, _ = rand.Read(rnd[:])
 		tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(rnd[:]))
-		if err := writeFile(tmp, it.Data); err != nil {
+		if err := writeSync(tmp, it.Data); err != nil {
 			_ = os.Remove(tmp)
 			errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, err)
+			return
+		}
+		wk[i] = &work{i: i, tmp: tmp, dir: dir, created: created}
+	})
+	var ws []*work
+	dirs := map[string]bool{} // directories to fsync after linking
+	for _, w := range wk {
+		if w == nil {
 			continue
 		}
-		ws = append(ws, &work{i: i, tmp: tmp, dir: dir})
+		ws = append(ws, w)
+		if w.exists {
+			dirs[w.dir] = true
+		}
+		for _, c := range w.created {
+			dirs[filepath.Dir(c)] = true
+		}
 	}
 	defer func() {
 		for _, w := range ws {
@@ -277,16 +290,6 @@ func (d *DirStore) PutMany(ctx context.Context, items []PutItem) []error {
 			}
 		}
 	}()
-	// Data barrier.
-	parallel(len(ws), func(k int) {
-		w := ws[k]
-		if w.exists {
-			return
-		}
-		if err := syncFile(w.tmp); err != nil {
-			errs[w.i] = fmt.Errorf("writing pack %s: %w", items[w.i].Path, err)
-		}
-	})
 	for _, w := range ws {
 		if errs[w.i] != nil || w.exists {
 			continue
@@ -388,27 +391,6 @@ func (d *DirStore) mkdirs(dir string) ([]string, error) {
 		return nil, err
 	}
 	return created, nil
-}
-
-func writeFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // mkdirDurable creates dir and any missing parents below the root, and
