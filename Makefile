@@ -8,12 +8,20 @@ CONFIG ?= deploy/demo.yaml
 DURATION ?= 30m
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build libchdb run test bench lint soak clean
+.PHONY: all build libchdb s3server ops-tools run test bench lint soak clean
 
 all: build
 
 libchdb:
 	@./deploy/fetch-libchdb.sh >/dev/null
+
+# A real S3 server (versitygw, built once from its Go module) for the S3 pack
+# store's contract suite, and the tools test/ops validates deploy/ with.
+s3server:
+	@./deploy/fetch-s3server.sh >/dev/null
+
+ops-tools:
+	@./deploy/fetch-ops-tools.sh
 
 build: libchdb
 	@mkdir -p bin
@@ -24,7 +32,7 @@ build: libchdb
 run: build
 	./bin/sluice dev --config $(CONFIG)
 
-test: libchdb
+test: libchdb s3server ops-tools
 	@command -v initdb >/dev/null || test -x "$$(pg_config --bindir 2>/dev/null)/initdb" || { echo "Postgres server binaries are missing: apt-get install postgresql (or run .ci/run)"; exit 1; }
 	$(MAKE) lint
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)

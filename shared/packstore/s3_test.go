@@ -235,3 +235,48 @@ func TestOpenConfigDirectory(t *testing.T) {
 		t.Fatalf("got %T %q, want the local directory store", s, s.ID())
 	}
 }
+
+// TestS3RacingWritersNeedConditionalPut is the negative control of the
+// conditional put: with HEAD-and-compare (the fallback for servers that
+// ignore If-None-Match), racing writers of one path with different bytes
+// can all succeed; with the conditional put exactly one does.
+func TestS3RacingWritersNeedConditionalPut(t *testing.T) {
+	srv := startS3Server(t)
+	ctx := context.Background()
+	race := func(s *packstore.S3Store, path string) int {
+		const n = 8
+		errs := make(chan error, n)
+		start := make(chan struct{})
+		for i := 0; i < n; i++ {
+			go func() {
+				<-start
+				errs <- s.Put(ctx, path, []byte(fmt.Sprintf("writer-%d", i)))
+			}()
+		}
+		close(start)
+		winners := 0
+		for i := 0; i < n; i++ {
+			if err := <-errs; err == nil {
+				winners++
+			} else if !errors.Is(err, packstore.ErrImmutable) {
+				t.Fatalf("writer: %v", err)
+			}
+		}
+		return winners
+	}
+	s := srv.open(t, "packs")
+	for i := 0; i < 5; i++ {
+		if w := race(s, proto.PackPath("shop1", "public.items", fmt.Sprintf("c%d", i))); w != 1 {
+			t.Fatalf("conditional put: %d writers won, want 1", w)
+		}
+	}
+	packstore.SetS3Conditional(s, false)
+	most := 0
+	for i := 0; i < 5 && most < 2; i++ {
+		most = max(most, race(s, proto.PackPath("shop1", "public.items", fmt.Sprintf("h%d", i))))
+	}
+	if most < 2 {
+		t.Fatalf("negative control: HEAD-and-compare never let two racing writers win in 5 races")
+	}
+	t.Logf("HEAD-and-compare: up to %d of 8 racing writers won", most)
+}

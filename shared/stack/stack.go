@@ -114,14 +114,7 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 		}
 	}
 	if needs.Packs {
-		storeID := cfg.Packs.StoreID
-		if storeID == "" {
-			storeID = "local"
-		}
-		if cfg.Packs.URL != "" && cfg.Packs.URL[:5] != "file:" {
-			return nil, fmt.Errorf("packs.url %q: only a local directory store is built in so far", cfg.Packs.URL)
-		}
-		store, err := packstore.OpenDir(cfg.PacksDir(), storeID)
+		store, err := packstore.OpenConfig(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("opening the pack store: %w", err)
 		}

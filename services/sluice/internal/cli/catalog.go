@@ -33,11 +33,7 @@ func newCatalogCmd(g *globalFlags) *cobra.Command {
 				return fmt.Errorf("opening the catalog: %w", err)
 			}
 			defer conn.Close()
-			storeID := cfg.Packs.StoreID
-			if storeID == "" {
-				storeID = "local"
-			}
-			store, err := packstore.OpenDir(cfg.PacksDir(), storeID)
+			store, err := packstore.OpenConfig(ctx, cfg)
 			if err != nil {
 				return fmt.Errorf("opening the pack store: %w", err)
 			}
