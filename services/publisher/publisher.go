@@ -115,6 +115,13 @@ func New(cfg config.Config, deps Deps) (*Publisher, error) {
 			Help: "through_lsn of the latest published snapshot, as a WAL byte position."})),
 	}
 	p.status.Holder = holder
+	register(deps.Metrics, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_publisher_lease_held",
+		Help: "1 while this publisher holds the publisher lease (exactly one replica should)."}, func() float64 {
+		if p.Status().LeaseHeld {
+			return 1
+		}
+		return 0
+	}))
 	return p, nil
 }
 
