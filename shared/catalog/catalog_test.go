@@ -233,3 +233,87 @@ func mustInfo(t testing.TB) catalog.TableInfo {
 	}
 	return ti
 }
+
+// TestNullAndEmptyArrays: a NULL array reads back as null and an empty one
+// as [] (ClickHouse arrays cannot be NULL; the pack's _sluice_nulls markers
+// keep the difference), also when a later TOAST-unchanged update carries the
+// value forward, and when packs with and without markers are indexed in one
+// call.
+func TestNullAndEmptyArrays(t *testing.T) {
+	for _, be := range chtest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			c := newCatalog(t, be.Conn)
+			store := openStore(t, "s1")
+			tags := func(id int64, v any) map[string]any { return item(id, "shop1", map[string]any{"tags": v}) }
+			p1 := catalogtest.Write(t, store, catalogtest.Items, "shop1", "n1", []catalogtest.Row{
+				catalogtest.Ins(100, 1, tags(1, nil)),        // NULL
+				catalogtest.Ins(100, 2, tags(2, []any{})),    // empty
+				catalogtest.Ins(100, 3, tags(3, []any{"x"})), // set, then NULL
+				catalogtest.Ins(100, 4, tags(4, nil)),        // NULL, then empty
+				catalogtest.Ins(100, 5, tags(5, []any{})),    // empty, then unchanged twice
+				// NULL then TOAST-unchanged in one pack
+				catalogtest.Ins(100, 6, tags(6, nil)),
+				catalogtest.Upd(100, 7, tags(6, nil), "tags"),
+			})
+			// TOAST-unchanged updates of 1, 2 and 5; 3 set to NULL.
+			p2 := catalogtest.Write(t, store, catalogtest.Items, "shop1", "n2", []catalogtest.Row{
+				catalogtest.Upd(101, 1, item(1, "shop1", map[string]any{"name": "one", "tags": nil}), "tags"),
+				catalogtest.Upd(101, 2, item(2, "shop1", map[string]any{"name": "two", "tags": nil}), "tags"),
+				catalogtest.Upd(101, 3, tags(3, nil)),
+				catalogtest.Upd(101, 4, item(5, "shop1", map[string]any{"name": "five", "tags": nil}), "tags"),
+			})
+			// No NULL array at all: this pack has no marker column.
+			p3 := catalogtest.Write(t, store, catalogtest.Items, "shop1", "n3", []catalogtest.Row{
+				catalogtest.Upd(102, 1, tags(4, []any{})),
+				catalogtest.Upd(102, 2, item(5, "shop1", map[string]any{"name": "five again", "big": nil, "tags": []any{}}), "big"),
+			})
+			for _, m := range []packstore.PackMeta{p1, p2, p3} {
+				data, err := store.Get(t.Context(), m.Path())
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, sc, err := packstore.ReadPackMeta(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if has, want := len(sc.FieldIndices(proto.ColNulls)) == 1, m.PackID != "n3"; has != want {
+					t.Fatalf("pack %s: marker column present = %v, want %v", m.PackID, has, want)
+				}
+			}
+			// The marker-less pack first: its structure must not be used for the others.
+			index(t, c, store, p3, p1, p2)
+			var l catalog.Lease
+			s := publish(t, c, &l, 0)
+			want := map[float64]string{1: "null", 2: "[]", 3: "null", 4: "[]", 5: "[]", 6: "null"}
+			wantName := map[float64]string{1: "one", 2: "two", 5: "five again"}
+			for _, size := range []int{1000, 2} { // one page, and pages that split the keys
+				rows := readAll(t, c, "shop1", catalogtest.Items.Name, s.Version, size, false)
+				if len(rows) != len(want) {
+					t.Fatalf("page size %d: %d rows: %v", size, len(rows), rows)
+				}
+				for _, r := range rows {
+					id := r["id"].(float64)
+					got, _ := json.Marshal(r["tags"])
+					if string(got) != want[id] {
+						t.Errorf("page size %d: id %v: tags = %s, want %s", size, id, got, want[id])
+					}
+					if n, ok := wantName[id]; ok && r["name"] != n {
+						t.Errorf("page size %d: id %v: name = %v, want %s", size, id, r["name"], n)
+					}
+					if id == 5 && r["big"] != strings.Repeat("x", 50) {
+						t.Errorf("id 5: TOAST-unchanged big = %v", r["big"])
+					}
+				}
+			}
+			// The latest view agrees: NULL arrays are [] there (a view has no
+			// marker), but the rows are the same.
+			res, err := be.Conn.Query(t.Context(), "SELECT id FROM `sluice_latest.public.items` WHERE destination = 'shop1' ORDER BY id")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(res.Rows) != "[[1] [2] [3] [4] [5] [6]]" {
+				t.Errorf("latest view ids: %v", res.Rows)
+			}
+		})
+	}
+}

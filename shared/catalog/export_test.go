@@ -9,3 +9,7 @@ func SetNoFence(c *Catalog, off bool) { c.noFence = off }
 // SetBeforeStatements installs a hook run between a publish's lease renewal
 // and its statements.
 func SetBeforeStatements(c *Catalog, f func()) { c.beforeStatements = f }
+
+// SetAlwaysRenew makes every publish renew the lease, not only when half
+// its TTL is gone.
+func SetAlwaysRenew(c *Catalog, on bool) { c.alwaysRenew = on }

@@ -93,7 +93,13 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 			continue
 		}
 		seen[keys[i]] = true
+		// Packs of one schema differ in their columns when some carry the
+		// NULL-array markers (the pack writer adds them only when needed): one
+		// INSERT reads every file with one structure, so they go apart.
 		gk := p.Meta.Table + "\x00" + p.Meta.Schema
+		if p.Schema != nil && len(p.Schema.FieldIndices(proto.ColNulls)) > 0 {
+			gk += "\x00nulls"
+		}
 		g := groups[gk]
 		if g == nil {
 			ti, err := TableInfoFromSchema(p.Meta.Table, p.Schema, p.Meta.Schema)
@@ -132,6 +138,14 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 	st.Packs = len(indexed)
 	return st, nil
 }
+
+// insertSettings tune the rows INSERT: two insert pipelines (sorting the
+// new parts in parallel), and no ReplacingMergeTree collapse at insert time
+// (rows equal on the whole sort key are copies of one change; merges and the
+// read path's resolution fold them anyway). Measured on chDB with 5 packs of
+// 10,000 rows per INSERT, settings interleaved in one process on the loaded
+// machine: median 169k rows/s against 110k with the defaults.
+const insertSettings = " SETTINGS max_insert_threads = 2, optimize_on_insert = 0"
 
 // insertSQL is one INSERT ... SELECT of every pack of a group (one table,
 // one schema): a UNION ALL of one file read per pack, each tagged with its
@@ -188,7 +202,7 @@ func (c *Catalog) insertSQL(store packstore.Store, ti TableInfo, packs []PackRef
 		}
 		parts = append(parts, "SELECT "+quote(p.Meta.Destination)+", "+common+", "+quote(store.ID())+", "+quote(p.Meta.PackID)+" FROM "+tf)
 	}
-	return "INSERT INTO " + ident(c.n.rows(ti.Name)) + " (" + strings.Join(target, ", ") + ") " + strings.Join(parts, " UNION ALL "), nil
+	return "INSERT INTO " + ident(c.n.rows(ti.Name)) + " (" + strings.Join(target, ", ") + ") " + strings.Join(parts, " UNION ALL ") + insertSettings, nil
 }
 
 // recordPacks writes the inventory rows of packs whose rows are durable.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,18 +26,24 @@ const nowMicros = "toUnixTimestamp64Micro(now64(6))"
 // fence is the predicate, on the server's clock, that leaseID is the live
 // head of the lease table. It reads the head row once (one subquery), so a
 // takeover cannot pair the old holder's id with the new holder's expiry.
-// When barrier is not "", the same subquery also requires every published
-// version to be below it.
-func (c *Catalog) fence(leaseID string, barrier string) string {
+// When version is not "", the same subquery also requires every published
+// version to be below it (the version barrier) and, when claimID is not "",
+// the version's claims to be exactly claimID's (sole claimant).
+func (c *Catalog) fence(leaseID, version, claimID string) string {
 	if c.noFence {
 		return "1"
 	}
 	cond := "lease_id = " + quote(leaseID) + " AND expires_at > " + nowMicros
-	if barrier != "" {
-		cond += " AND (SELECT ifNull(max(version), 0) FROM " + ident(c.n.watermark()) + ") < " + barrier
+	if version != "" {
+		// count() over the sort key prefix reads one granule, not the table.
+		cond += " AND (SELECT count() FROM " + ident(c.n.watermark()) + " WHERE version >= " + version + ") = 0"
+		if claimID != "" {
+			cond += " AND (SELECT groupArray(claim_id) FROM " + ident(c.n.claims()) + " WHERE version = " + version + ") = [" + quote(claimID) + "]"
+		}
 	}
-	return fmt.Sprintf("(SELECT count() FROM (SELECT lease_id, expires_at FROM %s ORDER BY term DESC, lease_id DESC LIMIT 1) WHERE %s) = 1",
-		ident(c.n.lease()), cond)
+	// An empty lease table makes the subquery NULL: the fence fails.
+	return fmt.Sprintf("(SELECT toUInt8(%s) FROM (SELECT lease_id, expires_at FROM %s ORDER BY term DESC, lease_id DESC LIMIT 1)) = 1",
+		cond, ident(c.n.lease()))
 }
 
 // readHead returns the lease rows at or above term (all rows when term is
@@ -61,6 +68,9 @@ func (c *Catalog) readHead(ctx context.Context, term uint64, limit int) ([]Lease
 		}
 		now = time.UnixMicro(asInt(res.Rows[0][0])).UTC()
 	}
+	c.pubMu.Lock()
+	c.clockAt(now)
+	c.pubMu.Unlock()
 	return out, now, nil
 }
 
@@ -136,7 +146,7 @@ func (c *Catalog) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (L
 	lt := ident(c.n.lease())
 	q := fmt.Sprintf(`INSERT INTO %s (term, lease_id, holder, acquired_at, expires_at)
 		SELECT (SELECT max(term) FROM %s) + 1, %s, %s, %s, %s + %d WHERE %s`,
-		lt, lt, quote(l.LeaseID), quote(l.Holder), nowMicros, nowMicros, ttl.Microseconds(), c.fence(l.LeaseID, ""))
+		lt, lt, quote(l.LeaseID), quote(l.Holder), nowMicros, nowMicros, ttl.Microseconds(), c.fence(l.LeaseID, "", ""))
 	if err := c.conn.Exec(ctx, q); err != nil {
 		return l, fmt.Errorf("renewing publisher lease: %w", err)
 	}
@@ -163,68 +173,114 @@ func (c *Catalog) ReleaseLease(ctx context.Context, l Lease) error {
 	lt := ident(c.n.lease())
 	q := fmt.Sprintf(`INSERT INTO %s (term, lease_id, holder, acquired_at, expires_at)
 		SELECT (SELECT max(term) FROM %s) + 1, %s, '', %s, 0 WHERE %s`,
-		lt, lt, quote(uuid.NewString()), nowMicros, c.fence(l.LeaseID, ""))
+		lt, lt, quote(uuid.NewString()), nowMicros, c.fence(l.LeaseID, "", ""))
 	if err := c.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("releasing publisher lease: %w", err)
 	}
 	return nil
 }
 
-// allocate claims the next catalog version by append-and-read-back; the
-// version is the caller's only if its claim is alone at it.
-func (c *Catalog) allocate(ctx context.Context) (uint64, error) {
-	ct, wt := ident(c.n.claims()), ident(c.n.watermark())
-	for attempt := 0; attempt < 8; attempt++ {
-		id := uuid.NewString()
-		q := fmt.Sprintf(`INSERT INTO %s (version, claim_id, claimed_at)
-			SELECT greatest((SELECT ifNull(max(version), 0) FROM %s), (SELECT ifNull(max(version), 0) FROM %s)) + %d, %s, %s`,
-			ct, ct, wt, 1+rand.IntN(8*attempt+1), quote(id), nowMicros)
-		if err := c.conn.Exec(ctx, q); err != nil {
-			return 0, fmt.Errorf("claiming a catalog version: %w", err)
-		}
-		res, err := c.conn.Query(ctx, fmt.Sprintf("SELECT version, claim_id FROM %s WHERE version = (SELECT version FROM %s WHERE claim_id = %s LIMIT 1)", ct, ct, quote(id)))
+// nextVersion returns the version a publish attempt claims: above every
+// version claimed or published, as last seen (one query when nothing is
+// known yet). A stale guess is harmless: the claim is checked inside the
+// publishing statements (sole claimant, above every published version), and
+// the read-back refreshes what is known.
+func (c *Catalog) nextVersion(ctx context.Context, attempt int) (uint64, error) {
+	c.pubMu.Lock()
+	top, known := c.pubTop, c.pubKnown
+	c.pubMu.Unlock()
+	if !known {
+		res, err := c.conn.Query(ctx, fmt.Sprintf("SELECT greatest((SELECT ifNull(max(version), 0) FROM %s), (SELECT ifNull(max(version), 0) FROM %s))",
+			ident(c.n.claims()), ident(c.n.watermark())))
 		if err != nil {
-			return 0, fmt.Errorf("reading back version claim: %w", err)
+			return 0, fmt.Errorf("reading the highest catalog version: %w", err)
 		}
-		if len(res.Rows) == 1 && asString(res.Rows[0][1]) == id {
-			return asUint(res.Rows[0][0]), nil
-		}
+		top = asUint(res.Rows[0][0])
 	}
-	return 0, fmt.Errorf("%w: every version tried was contested", ErrVersionRace)
+	return top + 1 + uint64(rand.IntN(8*(attempt-1)+1)), nil
+}
+
+// seen records what a read-back said: the highest version claimed or
+// published, and the server clock.
+func (c *Catalog) seen(top uint64, server time.Time) {
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if !c.pubKnown || top > c.pubTop {
+		c.pubTop = top
+	}
+	c.pubKnown = true
+	c.clockAt(server)
+}
+
+// clockAt records the server clock as read now; pubMu held.
+func (c *Catalog) clockAt(server time.Time) {
+	if !server.IsZero() {
+		c.serverNow, c.localAt = server, time.Now()
+	}
+}
+
+// needsRenewal reports whether l has less than half of ttl left by the
+// server clock, as estimated from its last reading plus the local
+// monotonic time elapsed since (or when the clock was never read).
+func (c *Catalog) needsRenewal(l Lease, ttl time.Duration) bool {
+	if c.alwaysRenew {
+		return true
+	}
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if c.serverNow.IsZero() {
+		return true
+	}
+	now := c.serverNow.Add(time.Since(c.localAt))
+	return l.Expires.Sub(now) < ttl/2
 }
 
 // PublishResult describes a successful publish.
 type PublishResult struct {
 	Snapshot Snapshot
 	Attempts int
-	Lease    Lease // the renewed lease
+	Lease    Lease // the lease as the publish left it (renewed when it was due)
 }
 
 // Publish publishes the next snapshot: every indexed pack not yet a member,
 // and through_lsn (never below the previous snapshot's). Each attempt
-// renews the lease, allocates a version, writes the manifest rows and then
-// the watermark row with a fresh publish_id — each statement an INSERT ...
-// SELECT carrying the lease fence and the version barrier in one subquery —
-// and reads the publish_id back. A lost version is retried higher; a lost
-// lease returns ErrLeaseLost (stop publishing, acquire again); a version
-// published twice returns ErrPublishConflict.
+// renews the lease when less than half of ttl is left (the renewal is only
+// liveness: the fence below is what keeps a lost lease from writing),
+// claims a version, writes the manifest rows and then the watermark row
+// with a fresh publish_id — each statement an INSERT ... SELECT carrying the
+// lease fence, the version barrier and the sole-claim check in one
+// subquery, on the server's clock — and reads back, in one query, the
+// version's publishes, the lease head and the highest versions. A lost
+// version is retried higher; a lost lease returns ErrLeaseLost (stop
+// publishing, acquire again); a version published twice returns
+// ErrPublishConflict.
+//
+// Statements per publish: claim, manifest, watermark, read-back (plus the
+// renewal when due, and one version query the first time).
 func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, through proto.LSN) (PublishResult, error) {
-	mt, wt, pt := ident(c.n.manifest()), ident(c.n.watermark()), ident(c.n.packs())
+	mt, wt, pt, ct, lt := ident(c.n.manifest()), ident(c.n.watermark()), ident(c.n.packs()), ident(c.n.claims()), ident(c.n.lease())
 	for attempt := 1; attempt <= 8; attempt++ {
-		var err error
-		l, err = c.RenewLease(ctx, l, ttl)
+		if c.needsRenewal(l, ttl) {
+			q := fmt.Sprintf(`INSERT INTO %s (term, lease_id, holder, acquired_at, expires_at)
+				SELECT (SELECT max(term) FROM %s) + 1, %s, %s, %s, %s + %d WHERE %s`,
+				lt, lt, quote(l.LeaseID), quote(l.Holder), nowMicros, nowMicros, ttl.Microseconds(), c.fence(l.LeaseID, "", ""))
+			if err := c.conn.Exec(ctx, q); err != nil {
+				return PublishResult{Lease: l}, fmt.Errorf("renewing publisher lease: %w", err)
+			}
+		}
+		v, err := c.nextVersion(ctx, attempt)
 		if err != nil {
 			return PublishResult{Lease: l}, err
 		}
-		v, err := c.allocate(ctx)
-		if err != nil {
-			return PublishResult{Lease: l}, err
+		cid := uuid.NewString()
+		if err := c.conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s (version, claim_id, claimed_at) SELECT %d, %s, %s", ct, v, quote(cid), nowMicros)); err != nil {
+			return PublishResult{Lease: l}, fmt.Errorf("claiming catalog version %d: %w", v, err)
 		}
 		if c.beforeStatements != nil {
 			c.beforeStatements()
 		}
 		pid := uuid.NewString()
-		fence := c.fence(l.LeaseID, u64(v))
+		fence := c.fence(l.LeaseID, u64(v), cid)
 		q := fmt.Sprintf(`INSERT INTO %s (version, publish_id, store_id, pack_id, destination, table)
 			SELECT %d, %s, store_id, pack_id, any(destination), any(table) FROM %s
 			WHERE (store_id, pack_id) NOT IN (SELECT store_id, pack_id FROM %s WHERE (version, publish_id) IN (SELECT version, publish_id FROM %s))
@@ -242,40 +298,75 @@ func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, throu
 		if err := c.conn.Exec(ctx, q); err != nil {
 			return PublishResult{Lease: l}, fmt.Errorf("publishing version %d: writing watermark: %w", v, err)
 		}
-		res, err := c.conn.Query(ctx, fmt.Sprintf(
-			"SELECT publish_id, published_at, through_lsn, new_packs, (SELECT sum(new_packs) FROM %s WHERE version <= %d) FROM %s WHERE version = %d",
-			wt, v, wt, v))
+		head, now, mine, foreign, snap, err := c.readBack(ctx, v, pid)
 		if err != nil {
-			return PublishResult{Lease: l}, fmt.Errorf("publishing version %d: reading back: %w", v, err)
+			return PublishResult{Lease: l}, err
 		}
-		mine, foreign := false, ""
-		var snap Snapshot
-		for _, r := range res.Rows {
-			if id := asString(r[0]); id == pid {
-				mine = true
-				snap = snapshotFromRow([]any{v, id, r[1], r[2], r[3], r[4]})
-			} else {
-				foreign = id
-			}
+		live := len(head) > 0 && head[0].LeaseID == l.LeaseID && head[0].Expires.After(now) && !(len(head) == 2 && head[1].Term == head[0].Term)
+		if live {
+			l = head[0]
 		}
 		switch {
 		case mine && foreign == "":
 			return PublishResult{Snapshot: snap, Attempts: attempt, Lease: l}, nil
 		case mine:
 			return PublishResult{Lease: l}, fmt.Errorf("%w: version %d holds publish %s beside this publish %s", ErrPublishConflict, v, foreign, pid)
-		}
-		// Nothing of ours is visible. A lost lease stops us; a lost version
-		// is retried above it.
-		head, now, err := c.readHead(ctx, 0, 2)
-		if err != nil {
-			return PublishResult{Lease: l}, err
-		}
-		if len(head) == 0 || head[0].LeaseID != l.LeaseID || !head[0].Expires.After(now) || (len(head) == 2 && head[1].Term == head[0].Term) {
+		case !live:
+			// Nothing of ours is visible and the lease is gone: stop.
 			return PublishResult{Lease: l}, c.lost(l, head)
 		}
 		c.log.Debug("publish lost its version, retrying higher", "version", v)
 	}
 	return PublishResult{Lease: l}, fmt.Errorf("%w: gave up after 8 attempts", ErrVersionRace)
+}
+
+// readBack reads, in one query, what a publish attempt at version v left:
+// the version's publishes (pid's snapshot, and a foreign publish_id if
+// any), the lease head (two rows, to see a contested term), the server
+// clock, and the highest claimed or published version (remembered for the
+// next attempt).
+func (c *Catalog) readBack(ctx context.Context, v uint64, pid string) (head []Lease, now time.Time, mine bool, foreign string, snap Snapshot, err error) {
+	wt, ct, lt := ident(c.n.watermark()), ident(c.n.claims()), ident(c.n.lease())
+	res, err := c.conn.Query(ctx, fmt.Sprintf(`SELECT 'w', publish_id, '', published_at, through_lsn, new_packs FROM %[1]s WHERE version = %[2]d
+		UNION ALL SELECT 'l', lease_id, holder, expires_at, term, toUInt64(0) FROM (SELECT term, lease_id, holder, expires_at FROM %[3]s ORDER BY term DESC, lease_id DESC LIMIT 2)
+		UNION ALL SELECT 's', '', '', %[4]s, sumIf(new_packs, version <= %[2]d), max(version) FROM %[1]s
+		UNION ALL SELECT 'c', '', '', toInt64(0), toUInt64(0), max(version) FROM %[5]s`,
+		wt, v, lt, nowMicros, ct))
+	if err != nil {
+		return nil, now, false, "", snap, fmt.Errorf("publishing version %d: reading back: %w", v, err)
+	}
+	var top, packs uint64
+	var w [][]any
+	for _, r := range res.Rows {
+		switch asString(r[0]) {
+		case "w":
+			w = append(w, r)
+		case "l":
+			head = append(head, Lease{Term: asUint(r[4]), LeaseID: asString(r[1]), Holder: asString(r[2]), Expires: time.UnixMicro(asInt(r[3])).UTC()})
+		case "s":
+			now = time.UnixMicro(asInt(r[3])).UTC()
+			packs = asUint(r[4])
+			top = max(top, asUint(r[5]))
+		case "c":
+			top = max(top, asUint(r[5]))
+		}
+	}
+	sort.Slice(head, func(i, j int) bool {
+		if head[i].Term != head[j].Term {
+			return head[i].Term > head[j].Term
+		}
+		return head[i].LeaseID > head[j].LeaseID
+	})
+	for _, r := range w {
+		if id := asString(r[1]); id == pid {
+			mine = true
+			snap = snapshotFromRow([]any{v, id, r[3], r[4], r[5], packs})
+		} else {
+			foreign = id
+		}
+	}
+	c.seen(top, now)
+	return head, now, mine, foreign, snap, nil
 }
 
 // Pending counts indexed packs that no published snapshot holds yet.

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +93,63 @@ func (c *Catalog) membership(version, destination, table string) string {
 		ident(c.n.manifest()), strings.Join(where, " AND "), ident(c.n.watermark()), version)
 }
 
+// maxLiteralMembers bounds the membership lists a read writes into its
+// statements as literals; above it the statements carry the membership
+// subquery.
+const maxLiteralMembers = 2000
+
+type memberKey struct {
+	version            uint64
+	destination, table string
+}
+
+// members returns the membership predicate of destination's table at the
+// published version v. A snapshot's membership never changes (manifest rows
+// pair with a watermark row written after them, and no version at or below
+// a published one can be published again), so a small membership is read
+// once, remembered, and written as a literal list: the page's two
+// statements then build no set from subqueries.
+func (c *Catalog) members(ctx context.Context, v uint64, destination, table string) (string, error) {
+	k := memberKey{v, destination, table}
+	c.pubMu.Lock()
+	pred, ok := c.memberCache[k]
+	c.pubMu.Unlock()
+	if ok {
+		return pred, nil
+	}
+	sub := c.membership(u64(v), destination, table)
+	q := fmt.Sprintf("SELECT DISTINCT store_id, pack_id FROM %s WHERE version <= %d AND destination = %s AND table = %s AND (version, publish_id) IN (SELECT version, publish_id FROM %s WHERE version <= %d) ORDER BY store_id, pack_id LIMIT %d",
+		ident(c.n.manifest()), v, quote(destination), quote(table), ident(c.n.watermark()), v, maxLiteralMembers+1)
+	res, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return "", fmt.Errorf("reading membership of %s of %s at version %d: %w", table, destination, v, err)
+	}
+	switch n := len(res.Rows); {
+	case n > maxLiteralMembers:
+		pred = sub
+	case n == 0:
+		pred = "0"
+	default:
+		var b strings.Builder
+		b.WriteString("(store_id, pack_id) IN (")
+		for i, r := range res.Rows {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(" + quote(asString(r[0])) + ", " + quote(asString(r[1])) + ")")
+		}
+		b.WriteString(")")
+		pred = b.String()
+	}
+	c.pubMu.Lock()
+	if c.memberCache == nil || len(c.memberCache) >= 64 {
+		c.memberCache = map[memberKey]string{}
+	}
+	c.memberCache[k] = pred
+	c.pubMu.Unlock()
+	return pred, nil
+}
+
 // Destinations returns, per table, the destinations holding packs in the
 // snapshot at version (0: latest).
 func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string][]string, error) {
@@ -114,16 +172,45 @@ func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string]
 
 func (c *Catalog) resolveVersion(ctx context.Context, version uint64) (uint64, error) {
 	if version == 0 {
-		s, err := c.Latest(ctx)
+		res, err := c.conn.Query(ctx, "SELECT max(version), count() FROM "+ident(c.n.watermark()))
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("reading latest snapshot: %w", err)
 		}
-		return s.Version, nil
+		if len(res.Rows) == 0 || asUint(res.Rows[0][1]) == 0 {
+			return 0, fmt.Errorf("%w: nothing published yet", ErrNoSnapshot)
+		}
+		v := asUint(res.Rows[0][0])
+		c.published(v)
+		return v, nil
 	}
-	if _, err := c.Snapshot(ctx, version); err != nil {
-		return 0, err
+	// A published snapshot stays published (it never changes), so a version
+	// seen once needs no query again.
+	c.pubMu.Lock()
+	ok := c.versions[version]
+	c.pubMu.Unlock()
+	if ok {
+		return version, nil
 	}
+	res, err := c.conn.Query(ctx, "SELECT count() FROM "+ident(c.n.watermark())+" WHERE version = "+u64(version))
+	if err != nil {
+		return 0, fmt.Errorf("reading snapshot %d: %w", version, err)
+	}
+	if len(res.Rows) == 0 || asUint(res.Rows[0][0]) == 0 {
+		return 0, fmt.Errorf("%w: version %d", ErrNoSnapshot, version)
+	}
+	c.published(version)
 	return version, nil
+}
+
+// published remembers that version is a published snapshot (a bounded
+// set: cleared when full).
+func (c *Catalog) published(version uint64) {
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if c.versions == nil || len(c.versions) >= 4096 {
+		c.versions = map[uint64]bool{}
+	}
+	c.versions[version] = true
 }
 
 // resolution builds the per-key resolution of a rows table: grouped by
@@ -132,8 +219,12 @@ func (c *Catalog) resolveVersion(ctx context.Context, version uint64) (uint64, e
 // value. The result's columns are destination, the key columns, then _c<i>
 // for each non-key column of ti in order, then the system columns _op,
 // _lsn, _seq, _ct, _store, _pack.
-func (c *Catalog) resolution(ti TableInfo, where string) string {
+func (c *Catalog) resolution(ti TableInfo, where string, system bool) string {
+	// The winner is the newest row by position, pack identity breaking ties
+	// between copies of one change, so every value is deterministic (a tie
+	// left to read order could change after a merge: rule 9).
 	const ord = "(_sluice_lsn, _sluice_seq, store_id, pack_id)"
+	const pos = ord
 	var nonKey []Column
 	for _, col := range ti.Columns {
 		if !ti.isKey(col.Name) {
@@ -146,21 +237,33 @@ func (c *Catalog) resolution(ti TableInfo, where string) string {
 	}
 	tup = append(tup, "_sluice_op", "_sluice_unchanged", "_sluice_lsn", "_sluice_seq", "_sluice_commit_time", "toString(store_id)", "pack_id", ident(proto.ColNulls))
 	n := len(nonKey)
-	sel := []string{"destination"}
+	keys := []string{"destination"}
 	for _, k := range ti.PrimaryKey {
-		sel = append(sel, ident(k))
+		keys = append(keys, ident(k))
 	}
-	sel = append(sel, "argMax(tuple("+strings.Join(tup, ", ")+"), "+ord+") AS _w")
+	// Two levels: the inner query aggregates (the winning row as one tuple
+	// _w, and the TOAST carry-forward candidates _t<i>); the outer one picks
+	// the columns. Referring to _w only as a column of the inner query keeps
+	// the analyzer from expanding the whole argMax at every reference
+	// (measured: planning alone took most of a page read).
+	inner := append([]string{}, keys...)
+	inner = append(inner, "argMax(tuple("+strings.Join(tup, ", ")+"), "+ord+") AS _w")
+	out := append([]string{}, keys...)
+	w := func(i int) string { return fmt.Sprintf("tupleElement(_w, %d)", i) }
+	unchanged := func(col string) string { return "has(" + w(n+2) + ", " + quote(col) + ")" }
 	for i, col := range nonKey {
-		el := fmt.Sprintf("tupleElement(_w, %d)", i+1)
+		el := w(i + 1)
 		if toastable(col.Kind) {
-			el = fmt.Sprintf("if(has(tupleElement(_w, %d), %s), argMaxIf(%s, %s, NOT has(_sluice_unchanged, %s)), %s)",
-				n+2, quote(col.Name), ident(col.Name), ord, quote(col.Name), el)
+			t := "_t" + strconv.Itoa(i)
+			inner = append(inner, fmt.Sprintf("argMaxIf(%s, %s, NOT has(_sluice_unchanged, %s)) AS %s", ident(col.Name), pos, quote(col.Name), t))
+			el = "if(" + unchanged(col.Name) + ", " + t + ", " + el + ")"
 		}
-		sel = append(sel, el+" AS _c"+strconv.Itoa(i))
+		out = append(out, el+" AS _c"+strconv.Itoa(i))
 	}
-	for i, a := range []string{"_op", "_unch", "_lsn", "_seq", "_ct", "_store", "_pack"} {
-		sel = append(sel, fmt.Sprintf("tupleElement(_w, %d) AS %s", n+1+i, a))
+	if system { // only when asked: every output column costs decoding
+		for i, a := range []string{"_op", "_unch", "_lsn", "_seq", "_ct", "_store", "_pack"} {
+			out = append(out, w(n+1+i)+" AS "+a)
+		}
 	}
 	// Array columns: ClickHouse arrays cannot be NULL, so whether the
 	// winning value is NULL comes from the pack's null markers (taken from
@@ -170,24 +273,20 @@ func (c *Catalog) resolution(ti TableInfo, where string) string {
 		if _, isArray := col.Kind.Elem(); !isArray {
 			continue
 		}
-		el := fmt.Sprintf("has(tupleElement(_w, %d), %s)", n+8, quote(col.Name))
-		el = fmt.Sprintf("if(has(tupleElement(_w, %d), %s), argMaxIf(has(%s, %s), %s, NOT has(_sluice_unchanged, %s)), %s)",
-			n+2, quote(col.Name), ident(proto.ColNulls), quote(col.Name), ord, quote(col.Name), el)
-		sel = append(sel, el+" AS _n"+strconv.Itoa(i))
+		t := "_tn" + strconv.Itoa(i)
+		inner = append(inner, fmt.Sprintf("argMaxIf(has(%s, %s), %s, NOT has(_sluice_unchanged, %s)) AS %s", ident(proto.ColNulls), quote(col.Name), pos, quote(col.Name), t))
+		el := fmt.Sprintf("if(%s, %s, has(%s, %s))", unchanged(col.Name), t, w(n+8), quote(col.Name))
+		out = append(out, el+" AS _n"+strconv.Itoa(i))
 	}
-	group := []string{"destination"}
-	for _, k := range ti.PrimaryKey {
-		group = append(group, ident(k))
-	}
-	return "SELECT " + strings.Join(sel, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
-		" GROUP BY " + strings.Join(group, ", ") + " HAVING _op NOT IN (" + strconv.Itoa(int(proto.OpDelete)) + ", " + strconv.Itoa(int(proto.OpMoveOut)) + ")"
+	return "SELECT " + strings.Join(out, ", ") + " FROM (SELECT " + strings.Join(inner, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
+		" GROUP BY " + strings.Join(keys, ", ") + ") WHERE " + w(n+1) + " NOT IN (" + strconv.Itoa(int(proto.OpDelete)) + ", " + strconv.Itoa(int(proto.OpMoveOut)) + ")"
 }
 
 // latestViewSQL is the ad-hoc view of a table as of the latest published
 // snapshot, every destination, with its real column names.
 func (c *Catalog) latestViewSQL(ti TableInfo) string {
 	latest := "(SELECT max(version) FROM " + ident(c.n.watermark()) + ")"
-	inner := c.resolution(ti, c.membership(latest, "", ti.Name))
+	inner := c.resolution(ti, c.membership(latest, "", ti.Name), true)
 	out := []string{"destination"}
 	i := 0
 	for _, col := range ti.Columns {
@@ -244,7 +343,11 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	where := "destination = " + quote(req.Destination) + " AND " + c.membership(u64(v), req.Destination, req.Table)
+	members, err := c.members(ctx, v, req.Destination, req.Table)
+	if err != nil {
+		return Page{}, err
+	}
+	where := "destination = " + quote(req.Destination) + " AND " + members
 	if req.Cursor != "" {
 		after, err := cursorPredicate(ti, req.Cursor, ">")
 		if err != nil {
@@ -259,8 +362,8 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	// The page's key range first: the next Limit distinct keys, read in
 	// primary-key order (the rows table is sorted by destination, key), so
 	// the resolution below aggregates one page, not the destination.
-	kq := "SELECT DISTINCT " + strings.Join(keyCols, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
-		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit)
+	kq := "SELECT " + strings.Join(keyCols, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
+		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT 1 BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit)
 	keys, err := c.conn.Query(ctx, kq)
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)
@@ -275,14 +378,15 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 		return Page{}, err
 	}
 	order := append([]string{"destination"}, keyCols...)
-	q := c.resolution(ti, where+" AND "+upTo) + " ORDER BY " + strings.Join(order, ", ")
+	q := c.resolution(ti, where+" AND "+upTo, req.SystemColumns) + " ORDER BY " + strings.Join(order, ", ")
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)
 	}
 	page.Rows = make([]json.RawMessage, 0, len(res.Rows))
+	lay := newLayout(ti, req.SystemColumns)
 	for _, r := range res.Rows {
-		b, err := c.renderRow(ti, r, req.SystemColumns)
+		b, err := lay.render(r)
 		if err != nil {
 			return Page{}, fmt.Errorf("rendering %s of %s: %w", req.Table, req.Destination, err)
 		}
@@ -296,51 +400,68 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	return page, nil
 }
 
-// renderRow renders one resolution row as the source row's to_jsonb.
-func (c *Catalog) renderRow(ti TableInfo, r []any, system bool) (json.RawMessage, error) {
+// layout is where each source column sits in a resolution row (see
+// resolution: destination, the key columns, _c<i> per non-key column, the
+// seven system columns when asked, then _n<i> per non-key array column),
+// with each column's JSON key rendered once per page.
+type layout struct {
+	cols   []Column
+	at     []int    // value index per column
+	null   []int    // NULL-marker index per column, -1 for none
+	keys   [][]byte // `"name":` per column
+	system int      // index of the first system column, -1 when not asked
+}
+
+func newLayout(ti TableInfo, system bool) *layout {
 	nk := len(ti.PrimaryKey)
-	keyAt := map[string]int{}
-	for i, k := range ti.PrimaryKey {
-		keyAt[k] = 1 + i
-	}
-	// Null markers of array columns follow the non-key columns and the
-	// seven system columns (see resolution).
-	nullAt := map[string]int{}
-	next := 1 + nk + 1 + (len(ti.Columns) - nk) + 7
-	for _, col := range ti.Columns {
-		if _, isArray := col.Kind.Elem(); isArray && !ti.isKey(col.Name) {
-			nullAt[col.Name] = next
-			next++
+	l := &layout{cols: ti.Columns, system: -1}
+	next := 1 + nk
+	var arrays []int
+	for ci, col := range ti.Columns {
+		l.keys = append(l.keys, appendKey(nil, col.Name))
+		l.null = append(l.null, -1)
+		if ki := slices.Index(ti.PrimaryKey, col.Name); ki >= 0 {
+			l.at = append(l.at, 1+ki)
+			continue
+		}
+		l.at = append(l.at, next)
+		next++
+		if _, isArray := col.Kind.Elem(); isArray {
+			arrays = append(arrays, ci)
 		}
 	}
+	if system {
+		l.system = next
+		next += 7
+	}
+	for _, ci := range arrays {
+		l.null[ci] = next
+		next++
+	}
+	return l
+}
+
+// render renders one resolution row as the source row's to_jsonb.
+func (l *layout) render(r []any) (json.RawMessage, error) {
 	b := make([]byte, 0, 256)
 	b = append(b, '{')
-	i := 0
-	first := true
 	var err error
-	for _, col := range ti.Columns {
-		var v any
-		if at, ok := keyAt[col.Name]; ok {
-			v = r[at]
-		} else {
-			v = r[1+nk+1+i]
-			i++
-		}
-		if at, ok := nullAt[col.Name]; ok && at < len(r) && asBool(r[at]) {
+	for ci, col := range l.cols {
+		v := r[l.at[ci]]
+		if at := l.null[ci]; at >= 0 && at < len(r) && asBool(r[at]) {
 			v = nil
 		}
-		if !first {
+		if ci > 0 {
 			b = append(b, ',')
 		}
-		first = false
-		b = appendKey(b, col.Name)
+		b = append(b, l.keys[ci]...)
 		if b, err = pgtypes.AppendJSON(b, col.Kind, v); err != nil {
 			return nil, fmt.Errorf("column %s: %w", col.Name, err)
 		}
 	}
-	if system {
-		// after the non-key columns: _op, _unch, _lsn, _seq, _ct, _store, _pack
-		s := r[1+nk+1+i:]
+	if l.system >= 0 {
+		// _op, _unch, _lsn, _seq, _ct, _store, _pack
+		s := r[l.system:]
 		b = append(b, ',')
 		b = appendKey(b, proto.ColLSN)
 		b = strconv.AppendQuote(b, proto.LSN(asUint(s[2])).String())

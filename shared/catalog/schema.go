@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -43,6 +44,20 @@ type Catalog struct {
 	// statements (the wedge test).
 	noFence          bool
 	beforeStatements func()
+	alwaysRenew      bool // renew on every publish, not only when half the TTL is gone
+
+	// What the last publish read back (guarded by pubMu): the highest
+	// version claimed or published, and the server clock against the local
+	// monotonic clock.
+	pubMu     sync.Mutex
+	pubKnown  bool
+	pubTop    uint64
+	serverNow time.Time
+	localAt   time.Time
+	versions  map[uint64]bool // published versions seen by reads
+	// memberCache holds membership predicates of published versions (see
+	// members); bounded, cleared when full.
+	memberCache map[memberKey]string
 }
 
 // tableState is what this process knows of a registered table.
@@ -369,6 +384,9 @@ func (c *Catalog) Drop(ctx context.Context) error {
 	c.mu.Lock()
 	c.tables = map[string]*tableState{}
 	c.mu.Unlock()
+	c.pubMu.Lock()
+	c.pubKnown, c.pubTop, c.versions, c.memberCache = false, 0, nil, nil
+	c.pubMu.Unlock()
 	return nil
 }
 
