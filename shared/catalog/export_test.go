@@ -12,4 +12,4 @@ func SetBeforeStatements(c *Catalog, f func()) { c.beforeStatements = f }
 
 // SetAlwaysRenew makes every publish renew the lease, not only when half
 // its TTL is gone.
-func SetAlwaysRenew(c *Catalog, on bool) { c.alwaysRenew = on }
+func SetAlwaysRenew(c *Catalog, on bool) { c.lazyRenew = !on }

@@ -219,11 +219,14 @@ func (c *Catalog) clockAt(server time.Time) {
 	}
 }
 
-// needsRenewal reports whether l has less than half of ttl left by the
-// server clock, as estimated from its last reading plus the local
-// monotonic time elapsed since (or when the clock was never read).
+// needsRenewal reports whether a publish must renew its lease first: always
+// (the protocol: the fence then runs with nearly a whole TTL left),
+// unless lazy renewal is on, which renews only when l has less than half of
+// ttl left by the server clock as estimated from its last reading plus the
+// local monotonic time elapsed since. Safety never rests on the renewal: the
+// fence inside every publishing statement decides.
 func (c *Catalog) needsRenewal(l Lease, ttl time.Duration) bool {
-	if c.alwaysRenew {
+	if !c.lazyRenew {
 		return true
 	}
 	c.pubMu.Lock()

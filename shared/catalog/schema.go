@@ -44,7 +44,7 @@ type Catalog struct {
 	// statements (the wedge test).
 	noFence          bool
 	beforeStatements func()
-	alwaysRenew      bool // renew on every publish, not only when half the TTL is gone
+	lazyRenew        bool // renew only when half the TTL is gone, not on every publish
 
 	// What the last publish read back (guarded by pubMu): the highest
 	// version claimed or published, and the server clock against the local
