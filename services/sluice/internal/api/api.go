@@ -58,6 +58,7 @@ func Register(h *httpx.Server, d Deps) {
 	h.Handle("GET /api/v1/rows", http.HandlerFunc(a.rows))
 	h.Handle("GET /ui", http.HandlerFunc(a.ui))
 	h.Handle("GET /{$}", http.RedirectHandler("/ui", http.StatusFound))
+	registerDestinations(h, a)
 	RegisterDLQ(h, d)
 }
 

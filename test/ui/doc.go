@@ -1,0 +1,9 @@
+// Package ui checks the status page /ui the way a person sees it: it starts
+// a real `sluice dev` with its demo Postgres, renders the page in headless
+// Chromium (Debian's chromium; the test skips with a message when it is
+// absent) and reads the rendered DOM: destination rows with their states,
+// the latest snapshot version, the JetStream streams with their consumer
+// counts, and a server-side search. SLUICE_UI_SCREENSHOT=path keeps a
+// screenshot (docs/ui.png was taken this way, with SLUICE_UI_TENANTS=300).
+// It never mocks a component.
+package ui
