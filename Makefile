@@ -8,7 +8,7 @@ CONFIG ?= deploy/demo.yaml
 DURATION ?= 30m
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build libchdb s3server ops-tools run test bench lint soak clean
+.PHONY: all build libchdb s3server ops-tools run test bench lint soak bigtx clean
 
 all: build
 
@@ -46,6 +46,11 @@ lint:
 
 soak: build
 	SLUICE_SOAK_DURATION=$(DURATION) $(GO) test -count=1 -timeout 0 -run 'Soak' ./test/...
+
+# The reader's 2 GB transaction under a fixed heap bound (needs ~10 GB of disk;
+# SLUICE_BIG_TX_MB=1024 scales it down).
+bigtx:
+	cd services/reader && SLUICE_BIG_TX=1 $(GO) test -run 'TestBigTransaction' -v -count=1 -timeout 40m .
 
 clean:
 	rm -rf bin bench.out
