@@ -68,7 +68,14 @@ func EncodeWith(rec arrow.RecordBatch, c Compression) (b []byte, err error) {
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("encoding arrow message: %w", err)
 	}
-	return buf.Bytes(), nil
+	out := buf.Bytes()
+	if cap(out) > len(out)+len(out)/4 {
+		// bytes.Buffer grows by doubling: a body kept in flight would hold
+		// up to twice its size. One copy trims it (the reader keeps
+		// max_in_flight bodies alive until their acks).
+		out = bytes.Clone(out)
+	}
+	return out, nil
 }
 
 // Decode reads a body written by Encode. The returned batch is allocated from
