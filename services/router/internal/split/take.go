@@ -67,6 +67,18 @@ func typed[T any](b []byte) []T {
 // to inv[k].
 func takeData(mem memory.Allocator, d arrow.ArrayData, lo int, inv []int32, st streams) (arrow.ArrayData, error) {
 	n := len(inv)
+	if n == 0 {
+		// An empty selection: typically the child of a list column whose
+		// selected rows are all NULL or {}. Its buffers may be absent, so
+		// build a well-formed empty array instead of scattering.
+		b := array.NewBuilder(mem, d.DataType())
+		defer b.Release()
+		a := b.NewArray()
+		defer a.Release()
+		data := a.Data()
+		data.Retain()
+		return data, nil
+	}
 	off := d.Offset() + lo
 	bufs := d.Buffers()
 	validity, nulls := takeValidity(mem, d, off, inv)
