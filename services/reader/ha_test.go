@@ -133,3 +133,23 @@ func TestLeaseLostStopsStreaming(t *testing.T) {
 	}
 	t.Logf("status: %s", b)
 }
+
+// Readers that start together (an active one and its standbys) create the
+// reader's state tables without colliding.
+func TestConcurrentMigrate(t *testing.T) {
+	e := newEnv(t, "public.a")
+	pool := e.statePool()
+	defer pool.Close()
+	if _, err := pool.Exec(context.Background(), `CREATE SCHEMA IF NOT EXISTS sluice`); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 6)
+	for i := 0; i < 6; i++ {
+		go func() { errs <- migrate(context.Background(), pool, "sluice") }()
+	}
+	for i := 0; i < 6; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

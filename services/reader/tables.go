@@ -12,10 +12,17 @@ import (
 	"github.com/sluice-cdc/sluice/proto"
 )
 
-// migrate creates the reader's own tables in the state schema.
+// migrate creates the reader's own tables in the state schema. Readers that
+// start together (an active one and its standbys) serialize on an advisory
+// lock: concurrent CREATE TABLE IF NOT EXISTS can still collide in
+// Postgres's catalog (unique violation on pg_type).
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	s := pgx.Identifier{schema}.Sanitize()
-	_, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s+`.reader_backfill (
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('sluice.reader.migrate'))`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s+`.reader_backfill (
 			slot text PRIMARY KEY,
 			state text NOT NULL CHECK (state IN ('running', 'done')),
 			consistent_point text,
@@ -27,6 +34,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			at_lsn text NOT NULL,
 			halted_at timestamptz NOT NULL DEFAULT now(),
 			PRIMARY KEY (slot, source_table))`)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("creating the reader's state tables: %w", err)
 	}
