@@ -295,6 +295,7 @@ func (ix *Indexer) check(ctx context.Context, msg jetstream.Msg) (catalog.PackRe
 		return catalog.PackRef{}, fmt.Errorf("%w: event names %s/%s/%s, footer names %s/%s/%s", catalog.ErrPackMismatch,
 			ev.destination, ev.table, ev.packID, m.Destination, m.Table, m.PackID)
 	}
+	ref.Trace = msg.Headers().Get(proto.HeaderTraceparent)
 	return ref, nil
 }
 

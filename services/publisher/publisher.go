@@ -34,6 +34,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/catalog"
@@ -235,6 +237,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 }
 
+// maxLinks bounds the span links of one publish.
+const maxLinks = 128
+
 func (p *Publisher) publish(ctx context.Context, l catalog.Lease, ttl time.Duration, through proto.LSN) (catalog.PublishResult, error) {
 	ctx, span := otel.Tracer("github.com/sluice-cdc/sluice/services/publisher").Start(ctx, "publisher.publish")
 	defer span.End()
@@ -247,7 +252,22 @@ func (p *Publisher) publish(ctx context.Context, l catalog.Lease, ttl time.Durat
 	p.latency.Observe(d.Seconds())
 	p.publishes.Inc()
 	p.through.Set(float64(res.Snapshot.ThroughLSN))
-	span.SetAttributes(attribute.Int64("sluice.version", int64(res.Snapshot.Version)), attribute.String("sluice.through_lsn", res.Snapshot.Through))
+	span.SetAttributes(attribute.Int64("sluice.version", int64(res.Snapshot.Version)), attribute.String("sluice.through_lsn", res.Snapshot.Through),
+		attribute.Int64("sluice.new_packs", int64(res.Snapshot.NewPacks)), attribute.String("messaging.system", "nats"))
+	if res.Snapshot.NewPacks > 0 && span.IsRecording() {
+		// The snapshot merges many packs' traces: link to each flush that
+		// wrote one (bounded), so every batch's trace reaches the publisher.
+		traces, err := p.cat.PackTraces(ctx, res.Snapshot.Version, res.Snapshot.PublishID, maxLinks)
+		if err != nil {
+			p.log.Warn("reading the packs' traces for span links", "error", err)
+		}
+		for _, tp := range traces {
+			sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp}))
+			if sc.IsValid() {
+				span.AddLink(trace.Link{SpanContext: sc})
+			}
+		}
+	}
 	p.update(func(s *Status) {
 		s.LatestVersion, s.ThroughLSN = res.Snapshot.Version, res.Snapshot.Through
 		s.LastPublish, s.LastPublishMs = time.Now(), float64(d.Microseconds())/1000

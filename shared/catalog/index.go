@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -18,6 +19,9 @@ type PackRef struct {
 	Schema *arrow.Schema      // the pack's row schema (footer)
 	Path   string             // store-relative path
 	Bytes  int64
+	// Trace is the W3C traceparent of the flush that wrote the pack (from
+	// its event), so a snapshot's publish can link to the packs it admits.
+	Trace string
 }
 
 // PackKey is a pack's identity in the catalog: the store it is read from
@@ -213,11 +217,11 @@ func (c *Catalog) recordPacks(ctx context.Context, storeID string, packs []PackR
 	vals := make([]string, len(packs))
 	for i, p := range packs {
 		m := p.Meta
-		vals[i] = fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %d, %d, toUnixTimestamp64Micro(now64(6)))",
+		vals[i] = fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %d, %d, toUnixTimestamp64Micro(now64(6)), %s)",
 			quote(storeID), quote(m.PackID), quote(m.Destination), quote(m.Table), quote(p.Path), quote(m.Schema),
-			uint64(m.First.LSN), m.First.Seq, uint64(m.Last.LSN), m.Last.Seq, m.Rows, m.Tombstones, p.Bytes)
+			uint64(m.First.LSN), m.First.Seq, uint64(m.Last.LSN), m.Last.Seq, m.Rows, m.Tombstones, p.Bytes, quote(p.Trace))
 	}
-	q := "INSERT INTO " + ident(c.n.packs()) + " (store_id, pack_id, destination, table, path, fingerprint, first_lsn, first_seq, last_lsn, last_seq, rows, tombstones, bytes, indexed_at) VALUES " + strings.Join(vals, ", ")
+	q := "INSERT INTO " + ident(c.n.packs()) + " (store_id, pack_id, destination, table, path, fingerprint, first_lsn, first_seq, last_lsn, last_seq, rows, tombstones, bytes, indexed_at, trace) VALUES " + strings.Join(vals, ", ")
 	if err := c.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("recording %d packs in the inventory: %w", len(packs), err)
 	}
@@ -241,4 +245,20 @@ func ReadRef(ctx context.Context, store packstore.Store, path string) (PackRef, 
 		return PackRef{}, fmt.Errorf("%w: pack at %s says it is %s (destination %s, table %s)", ErrPackMismatch, path, want, meta.Destination, meta.Table)
 	}
 	return PackRef{Meta: meta, Schema: schema, Path: path, Bytes: int64(len(data))}, nil
+}
+
+// PackTraces returns the recorded traceparents (at most limit) of the packs
+// that the publish (version, publishID) admitted.
+func (c *Catalog) PackTraces(ctx context.Context, version uint64, publishID string, limit int) ([]string, error) {
+	q := "SELECT DISTINCT trace FROM " + ident(c.n.packs()) + " WHERE trace != '' AND (store_id, pack_id) IN (SELECT store_id, pack_id FROM " +
+		ident(c.n.manifest()) + " WHERE version = " + u64(version) + " AND publish_id = " + quote(publishID) + ") LIMIT " + strconv.Itoa(limit)
+	res, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("reading the traces of snapshot %d: %w", version, err)
+	}
+	out := make([]string, 0, len(res.Rows))
+	for _, r := range res.Rows {
+		out = append(out, asString(r[0]))
+	}
+	return out, nil
 }

@@ -312,7 +312,7 @@ func (c *Catalog) create(ctx context.Context) error {
 		"CREATE TABLE IF NOT EXISTS " + ident(n.packs()) + ` (
 			store_id String, pack_id String, destination String, table String, path String, fingerprint String,
 			first_lsn UInt64, first_seq UInt64, last_lsn UInt64, last_seq UInt64,
-			rows Int64, tombstones Int64, bytes Int64, indexed_at Int64)
+			rows Int64, tombstones Int64, bytes Int64, indexed_at Int64, trace String DEFAULT '')
 			ENGINE = ReplacingMergeTree ORDER BY (store_id, pack_id)`,
 		"CREATE TABLE IF NOT EXISTS " + ident(n.manifest()) + ` (
 			version UInt64, publish_id String, store_id String, pack_id String, destination String, table String)
