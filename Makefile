@@ -8,7 +8,7 @@ CONFIG ?= deploy/demo.yaml
 DURATION ?= 30m
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build libchdb s3server ops-tools run test bench lint soak bigtx clean
+.PHONY: all build libchdb s3server ops-tools run test bench lint soak bigtx jaeger trace clean
 
 all: build
 
@@ -54,6 +54,15 @@ lint:
 
 soak: build
 	SLUICE_SOAK_DURATION=$(DURATION) $(GO) test -count=1 -timeout 0 -run 'Soak' ./test/...
+
+# Jaeger v2 (built once from its module, ~7 minutes) and the test that follows
+# one source transaction through all five services in it. Not in `make test`:
+# the build does not fit CI's budget; TestTraceEndToEnd skips without it.
+jaeger:
+	@./deploy/fetch-jaeger.sh >/dev/null
+
+trace: build jaeger
+	$(GO) test -count=1 -run 'TestTraceEndToEnd' -v ./test/e2e/
 
 # The reader's 2 GB transaction under a fixed heap bound (needs ~10 GB of disk;
 # SLUICE_BIG_TX_MB=1024 scales it down).
