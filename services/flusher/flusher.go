@@ -74,6 +74,12 @@ func (f *Flusher) Status() Status { return f.mgr.Status() }
 // Resume clears a halted destination.
 func (f *Flusher) Resume(destination string) bool { return f.mgr.Resume(destination) }
 
+// SetMemoryLimit sets the Go runtime's soft memory limit to
+// delivery.memory_budget plus delivery.FixedOverhead (96 MiB) unless
+// GOMEMLIMIT set one; it returns the limit in force. Process-wide: only a
+// process running the flusher alone should call it.
+func SetMemoryLimit(cfg config.Config) int64 { return delivery.SetMemoryLimit(cfg.Delivery) }
+
 // EnsureConsumers creates the durable consumers of every partition.
 func EnsureConsumers(ctx context.Context, js jetstream.JetStream, cfg config.Config) error {
 	return delivery.EnsureConsumers(ctx, js, cfg.Delivery)

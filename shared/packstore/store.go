@@ -311,6 +311,8 @@ func (d *DirStore) PutMany(ctx context.Context, items []PutItem) []error {
 					errs[w.i] = fmt.Errorf("writing pack %s: %w", path, cerr)
 				case !same:
 					errs[w.i] = fmt.Errorf("writing pack %s: %w", path, ErrImmutable)
+				default:
+					dirs[w.dir] = true
 				}
 				continue
 			}

@@ -34,8 +34,7 @@
 //   - Tenant names: mostly "t000".."tNNN"; every 37th tenant has a name that
 //     is not a plain destination name ("acme.corp/…", "größe …"), so the
 //     destination encoding is exercised.
-//   - Mix.MoveToast (off by default in the tests until the reader handles
-//     it) moves wl_docs rows between tenants without touching the body:
-//     the new destination receives an unchanged-TOAST marker for a row it
-//     has never seen.
+//   - Mix.MoveToast (0 in DefaultMix; the e2e tests use 30) is the share
+//     of wl_docs moves that leave the body untouched: the new destination
+//     receives an unchanged-TOAST marker for a row it has never seen.
 package workload

@@ -12,5 +12,10 @@
 //     as a 500-row transaction every 100 ms; each commit's LSN is taken
 //     right after it commits, and it is visible when the latest snapshot's
 //     through_lsn reaches it (polled every 25 ms on the HTTP API).
-//   - SLUICE_BENCH_TENANTS=10,1000 picks the tenant counts.
+//   - SLUICE_BENCH_TENANTS=10,1000 picks the tenant counts;
+//     SLUICE_BENCH_BUDGET (default 3m) bounds the wait for the throughput
+//     phase, after which the case reports "not caught up" and an upper
+//     bound; SLUICE_BENCH_MODE=multi runs the pipeline as separate processes.
+//   - make bench needs -timeout 30m (go test's default of 10m is too short
+//     for three tenant counts).
 package bench

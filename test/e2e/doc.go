@@ -20,7 +20,7 @@
 //     loop SIGKILLs service processes (and in multi-process mode restarts
 //     nats-server and kills the catalog host once), and Postgres is
 //     crashed once; then the oracle. SLUICE_SOAK_DURATION sets the length
-//     (make soak); default 80s each.
+//     (make soak); default 60s each.
 //   - TestNegative*: the soak with a safety rule switched off through a
 //     proposed SLUICE_UNSAFE_* switch (SLUICE_NEGATIVE=1 runs them; they
 //     skip while the services do not acknowledge the switch).
@@ -31,6 +31,5 @@
 //     deploy/fetch-jaeger.sh).
 //
 // SLUICE_E2E_KEEP=dir keeps the logs of failed tests; SLUICE_E2E_MOVE_TOAST
-// sets the workload's MoveToast percentage (0 by default: see
-// TestToastScenarios s11).
+// sets the workload's MoveToast percentage (default 30).
 package e2e

@@ -22,7 +22,7 @@ func soakDuration(t testing.TB) time.Duration {
 		}
 		return d
 	}
-	return 80 * time.Second
+	return 60 * time.Second
 }
 
 // soak runs the workload for a while against a pipeline while a chaos loop

@@ -48,13 +48,13 @@ func wlTables() []kit.Table {
 	return out
 }
 
-// wlOptions are the workload of the oracle tests; SLUICE_E2E_MOVE_TOAST
-// sets Mix.MoveToast (rows moving between tenants with an unchanged
-// TOASTed body).
+// wlOptions are the workload of the oracle tests: 30% of the wl_docs moves
+// leave the TOASTed body unchanged (SLUICE_E2E_MOVE_TOAST overrides).
 func wlOptions(seed uint64) workload.Options {
-	o := workload.Options{Seed: seed, Tenants: 40, Workers: 4, InitialRows: 1200, LargeEvery: 300, LargeRows: 12000,
+	o := workload.Options{Seed: seed, Tenants: 30, Workers: 4, InitialRows: 1200, LargeEvery: 300, LargeRows: 12000,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	o.Mix = workload.DefaultMix
+	o.Mix.MoveToast = 30
 	if v, err := strconv.Atoi(os.Getenv("SLUICE_E2E_MOVE_TOAST")); err == nil {
 		o.Mix.MoveToast = v
 	}

@@ -15,6 +15,7 @@ func main() {
 		if err != nil {
 			return stack.Component{}, err
 		}
+		st.Log.Info("memory limit", "bytes", flusher.SetMemoryLimit(cfg))
 		return stack.Component{Name: "flusher", Run: f.Run, Status: func() any { return f.Status() }}, nil
 	}))
 }

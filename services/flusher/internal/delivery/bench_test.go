@@ -2,8 +2,10 @@ package delivery
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,27 +24,32 @@ import (
 //	go test -run XXX -bench Fanout -benchtime 1x ./services/flusher/internal/delivery/
 func BenchmarkFanout(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
-		b.Run(fmt.Sprintf("dests=%d", n), func(b *testing.B) { benchFanout(b, n, false) })
+		b.Run(fmt.Sprintf("dests=%d", n), func(b *testing.B) { benchFanout(b, n, 256<<20, false) })
 	}
+	// 10,000 buffered messages count ~140 MiB: with a 64 MiB budget the
+	// watermark stops fetching and flushes the largest buffers first.
+	b.Run("dests=10000/budget=64MiB", func(b *testing.B) { benchFanout(b, 10000, 64<<20, false) })
 }
 
 // BenchmarkFanoutNoGroupCommit is the same with every flush committed alone
 // (the pre-group-commit path), for before/after ratios in one session.
 func BenchmarkFanoutNoGroupCommit(b *testing.B) {
 	for _, n := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("dests=%d", n), func(b *testing.B) { benchFanout(b, n, true) })
+		b.Run(fmt.Sprintf("dests=%d", n), func(b *testing.B) { benchFanout(b, n, 256<<20, true) })
 	}
 }
 
-func benchFanout(b *testing.B, n int, single bool) {
+func benchFanout(b *testing.B, n int, budget cfgpkg.ByteSize, single bool) {
 	e := newEnv(b, func(c *cfgpkg.Config) {
 		c.Delivery.Partitions = 16
 		c.Delivery.Workers = 8
 		c.Delivery.MaxAckPending = 20000
-		c.Delivery.MemoryBudget = 256 << 20
+		c.Delivery.MemoryBudget = budget
 		// Not a lease test: a loaded machine must not lose leases mid-run.
 		c.Delivery.LeaseTTL = 30 * time.Second
 	})
+	limit := SetMemoryLimit(e.cfg.Delivery)
+	b.Cleanup(func() { debug.SetMemoryLimit(math.MaxInt64) })
 	r := e.start(b, "bench", func(m *Manager) { m.noGroupCommit = single })
 	var peakHeap atomic.Uint64
 	stop := make(chan struct{})
@@ -103,6 +110,7 @@ func benchFanout(b *testing.B, n int, single bool) {
 	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(float64(vmHWM())/(1<<10), "peak-rss-MiB")
 	b.ReportMetric(float64(e.cfg.Delivery.MemoryBudget)/(1<<20), "budget-MiB")
+	b.ReportMetric(float64(limit)/(1<<20), "limit-MiB")
 	b.ReportMetric(heapPerMsg, "heap-B/msg")
 	b.ReportMetric(countedPerMsg, "counted-B/msg")
 }

@@ -14,6 +14,24 @@
 // done under it except non-blocking acks/naks.
 //
 // NOTES
+//   - Group commit (group.go): workers only resolve and encode; one
+//     committer takes every encoded flush waiting (up to 512) and runs the
+//     steps of a flush once for the group, in the same order: packs
+//     written with shared fsyncs (packstore.BatchPutter), cursors advanced
+//     in one fenced monotonic statement (state.Cursors.AdvanceMany), pack
+//     events published async with every PubAck awaited, the leases of the
+//     group checked in one query right before the acks. A flush whose
+//     batched step fails takes the one-at-a-time step (runFlush's, with
+//     its retries), so the failure rule is unchanged. The unexported knob
+//     noGroupCommit runs every flush alone (BenchmarkFanoutNoGroupCommit).
+//   - Memory: each buffered message counts msgOverhead + colOverhead per
+//     column beyond its bytes (measured, see receive.go); SetMemoryLimit
+//     caps the Go heap at memory_budget + FixedOverhead (96 MiB). A fetch
+//     asks for at most its partition's share of the room left below the
+//     watermark.
+//   - Fetches use FetchMaxWait, never a FetchContext: nats.go drops the
+//     messages already sent to a fetch whose context ends, and they stay
+//     ack-pending until AckWait (this stalled 10,000-destination runs).
 //   - Pending set: every received, not-yet-acked message is tracked per
 //     destination by stream sequence and position range. A failed flush naks
 //     its messages but keeps their ranges pending (marked nak'd) until the

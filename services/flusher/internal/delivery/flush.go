@@ -42,6 +42,8 @@ type flushJob struct {
 	span    trace.Span
 	rows    int64
 	encoded []encoded
+	// encodedBytes of encoded are counted in Manager.totalBytes.
+	encodedBytes int64
 }
 
 // startFlushLocked swaps d's live buffer out into a job.
@@ -128,6 +130,9 @@ func (m *Manager) beginFlush(ctx context.Context, job *flushJob) context.Context
 	}
 	job.rows = rows
 	ctx, job.span = tracer.Start(ctx, "flusher.flush", trace.WithLinks(links...), trace.WithAttributes(
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.destination.name", proto.RoutedSubject(d.part.id, d.name)),
 		attribute.String("sluice.destination", d.name),
 		attribute.Int("sluice.partition", d.part.id),
 		attribute.Int("sluice.messages", len(job.items)),

@@ -49,11 +49,29 @@ func (m *Manager) prepareFlush(ctx context.Context, job *flushJob) {
 		return
 	}
 	job.encoded = packs
+	// Encoded packs waiting for the committer count against the memory
+	// budget until the flush ends (so the watermark and backpressure see
+	// them).
+	for _, e := range packs {
+		job.encodedBytes += int64(len(e.data))
+	}
+	m.mu.Lock()
+	m.totalBytes += job.encodedBytes
+	m.mu.Unlock()
 	select {
 	case m.commitQ <- job:
 	case <-ctx.Done():
-		m.endFlush(job, fmt.Errorf("queueing flush of %s: %w", job.d.name, ctx.Err()))
+		m.endGroupFlush(job, fmt.Errorf("queueing flush of %s: %w", job.d.name, ctx.Err()))
 	}
+}
+
+// endGroupFlush ends a flush that went through prepareFlush.
+func (m *Manager) endGroupFlush(job *flushJob, err error) {
+	m.mu.Lock()
+	m.totalBytes -= job.encodedBytes
+	m.mu.Unlock()
+	job.encoded, job.encodedBytes = nil, 0
+	m.endFlush(job, err)
 }
 
 // committer runs group commits until commitQ is closed (after the workers
@@ -99,8 +117,7 @@ func (m *Manager) commitGroup(ctx context.Context, jobs []*flushJob) {
 		if errs[i] == nil {
 			errs[i] = m.commit(job, outs[i])
 		}
-		job.encoded = nil
-		m.endFlush(job, errs[i])
+		m.endGroupFlush(job, errs[i])
 	}
 }
 
@@ -272,6 +289,14 @@ func (m *Manager) checkLeases(ctx context.Context, jobs []*flushJob, errs []erro
 		name, holder string
 		term         int64
 	}
+	if m.pool == nil {
+		for i, job := range jobs {
+			if errs[i] == nil {
+				errs[i] = m.checkLease(job.ctx, job)
+			}
+		}
+		return
+	}
 	var names, holders []string
 	var terms []int64
 	seen := map[key]bool{}
@@ -290,14 +315,6 @@ func (m *Manager) checkLeases(ctx context.Context, jobs []*flushJob, errs []erro
 		}
 	}
 	if len(names) == 0 {
-		return
-	}
-	if m.pool == nil {
-		for i, job := range jobs {
-			if errs[i] == nil {
-				errs[i] = m.checkLease(job.ctx, job)
-			}
-		}
 		return
 	}
 	live := map[key]bool{}

@@ -175,3 +175,35 @@ func TestRebalanceAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// A zombie's group cursor write is refused: the lease is stolen after the
+// pack is written and before the group's AdvanceMany; the flush fails with
+// the partition lost, the cursor stays unwritten and nothing is acked.
+// (The fence's negative control is in shared/state: AdvanceMany without it
+// lets the zombie's row land.)
+func TestGroupCursorWriteFencedAfterLeaseLoss(t *testing.T) {
+	e := newEnv(t, func(c *cfgpkg.Config) { c.Delivery.Partitions = 1; c.Delivery.LeaseTTL = time.Hour })
+	r := e.start(t, "zombie", func(m *Manager) {
+		m.putFault = func(string) error { // the pack is about to be written: steal the lease
+			if _, err := e.pool.Exec(e.ctx, `UPDATE sluice.leases SET expires_at = now() WHERE name = $1`, PartitionLease(0)); err != nil {
+				t.Error(err)
+			}
+			return nil
+		}
+	})
+	e.publish(t, "d", []pt.Row{{ID: 1, LSN: 10, Seq: 1}})
+	waitFor(t, 5*time.Second, "buffered", func() bool { return r.m.Status().BufferedRows == 1 })
+	r.m.mu.Lock()
+	r.m.enqueueLocked(r.m.dests["d"], "test")
+	r.m.mu.Unlock()
+	waitFor(t, 10*time.Second, "flush failed", func() bool { return testutilValue(r.m, "failed") > 0 })
+	if c := e.cursor(t, "d"); c != (proto.Position{}) {
+		t.Fatalf("the zombie's cursor write landed: %s", c)
+	}
+	if testutilValue(r.m, "ok") != 0 {
+		t.Fatal("the zombie's flush succeeded")
+	}
+	if pending, _ := e.ackPending(t, 0); pending != 1 {
+		t.Fatalf("ack pending %d, want the message unacked", pending)
+	}
+}

@@ -16,7 +16,10 @@ import (
 	"github.com/sluice-cdc/sluice/shared/natsotel"
 )
 
-const fetchBatch = 256
+const (
+	fetchBatch = 256
+	fetchWait  = 500 * time.Millisecond
+)
 
 // A buffered message costs more heap than its body and column buffers: the
 // jetstream.Msg and its headers, the decoded batch's schema (a copy per
@@ -40,6 +43,13 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		m.mu.Lock()
 		room := m.dc.MaxAckPending - p.held
 		blocked := m.overBudgetLocked() || room <= 0
+		// Fetch no more than this partition's share of the memory left
+		// below the watermark, at the observed bytes per message, so
+		// concurrent fetches do not overshoot the budget by whole batches.
+		if per := m.bytesPerMsgLocked(); per > 0 {
+			left := (int64(m.dc.MemoryBudget) - m.totalBytes) / int64(max(len(m.parts), 1))
+			room = min(room, int(max(left/per, 1)))
+		}
 		gen := m.gen
 		lost := p.lost
 		m.mu.Unlock()
@@ -62,10 +72,14 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 			continue
 		}
 		paused = false
-		fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		batch, err := p.cons.Fetch(min(room, fetchBatch), jetstream.FetchContext(fctx))
+		// FetchMaxWait, not a FetchContext: when a fetch's context ends,
+		// nats.go drops the messages the server already sent for it (they
+		// stay ack-pending until AckWait, hours). With a server-side expiry
+		// the client waits a second longer for the last ones. A loaded
+		// machine lost hundreds of messages per 10,000 that way
+		// (BenchmarkFanout stalled). Shutdown waits for the fetch (<1.5s).
+		batch, err := p.cons.Fetch(min(room, fetchBatch), jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
-			cancel()
 			if ctx.Err() != nil {
 				return
 			}
@@ -80,7 +94,6 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		for msg := range batch.Messages() {
 			m.receive(ctx, p, msg, gen)
 		}
-		cancel()
 		if err := batch.Error(); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil &&
 			!errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 			m.log.Debug("fetch ended", "partition", p.id, "error", err)
@@ -218,6 +231,19 @@ func (m *Manager) receive(ctx context.Context, p *part, msg jetstream.Msg, gen u
 	case d.liveBytes >= int64(m.dc.FlushBytes):
 		m.enqueueLocked(d, "bytes")
 	}
+}
+
+// bytesPerMsgLocked is the counted size of a buffered message: the buffered
+// average, or a one-row guess before anything is buffered.
+func (m *Manager) bytesPerMsgLocked() int64 {
+	var n int64
+	for _, p := range m.parts {
+		n += int64(p.held)
+	}
+	if n == 0 || m.totalBytes <= 0 {
+		return msgOverhead
+	}
+	return max(m.totalBytes/n, 1)
 }
 
 func (m *Manager) destLocked(p *part, name string) *dest {
