@@ -2,38 +2,16 @@ package catalog
 
 import (
 	"fmt"
+	"github.com/sluice-cdc/sluice/shared/packstore"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-cdc/sluice/proto"
 )
 
-// quote renders s as a ClickHouse single-quoted string literal.
-func quote(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('\'')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\\':
-			b.WriteString(`\\`)
-		case '\'':
-			b.WriteString(`\'`)
-		case 0:
-			b.WriteString(`\0`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('\'')
-	return b.String()
-}
+// quote renders s as a ClickHouse single-quoted string literal (the one
+// implementation lives with the pack store, whose table functions need it).
+func quote(s string) string { return packstore.QuoteString(s) }
 
 // ident renders name as a backquoted ClickHouse identifier.
 func ident(name string) string {
