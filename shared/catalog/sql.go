@@ -2,11 +2,11 @@ package catalog
 
 import (
 	"fmt"
-	"github.com/sluice-cdc/sluice/shared/packstore"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/packstore"
 )
 
 // quote renders s as a ClickHouse single-quoted string literal (the one
