@@ -70,13 +70,24 @@ func Resolve(mem memory.Allocator, recs []arrow.RecordBatch) (arrow.RecordBatch,
 		}
 	} else {
 		best := make(map[string]int, n)
+		markers := unchangedCounter(all)
 		var kb []byte
 		for i := 0; i < n; i++ {
 			kb = kb[:0]
 			for _, c := range keyCols {
 				kb = appendKey(kb, c, i)
 			}
-			if j, ok := best[string(kb)]; !ok || pos(j).Compare(pos(i)) <= 0 {
+			j, ok := best[string(kb)]
+			if !ok {
+				best[string(kb)] = i
+				continue
+			}
+			// Newest position wins; at the same position (a replay that
+			// saw the source differently) the later row wins unless it
+			// leaves more TOAST values unchanged: two rows with one key and
+			// one position in one pack collapse in the catalog's merge, so
+			// the one that carries the values must be the one kept (rule 6).
+			if c := pos(j).Compare(pos(i)); c < 0 || (c == 0 && markers(i) <= markers(j)) {
 				best[string(kb)] = i
 			}
 		}
@@ -283,4 +294,23 @@ func toastSources(all arrow.RecordBatch, keyCols []arrow.Array, best map[string]
 		}
 	}
 	return extra
+}
+
+// unchangedCounter returns how many TOAST-unchanged markers row i carries.
+func unchangedCounter(all arrow.RecordBatch) func(i int) int {
+	idx := all.Schema().FieldIndices(proto.ColUnchanged)
+	if len(idx) != 1 {
+		return func(int) int { return 0 }
+	}
+	unch, ok := all.Column(idx[0]).(*array.List)
+	if !ok {
+		return func(int) int { return 0 }
+	}
+	return func(i int) int {
+		if unch.IsNull(i) {
+			return 0
+		}
+		start, end := unch.ValueOffsets(i)
+		return int(end - start)
+	}
 }

@@ -141,3 +141,33 @@ func TestResolveKeepsTOASTSource(t *testing.T) {
 		})
 	}
 }
+
+// Two rows of one key at one position (a reader replay that read a moved
+// row's TOAST value once and found the row gone the second time) must leave
+// the pack holding the row with the value: in the catalog they would share
+// the whole sort key and a merge would keep either.
+func TestResolveSamePositionPrefersValues(t *testing.T) {
+	for _, order := range []string{"marked-last", "marked-first"} {
+		t.Run(order, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			full := pt.Row{ID: 9, Op: proto.OpUpdate, LSN: 50, Seq: 3}
+			marked := pt.Row{ID: 9, Op: proto.OpUpdate, LSN: 50, Seq: 3, Unchanged: []string{"note"}}
+			rs := []pt.Row{full, marked}
+			if order == "marked-first" {
+				rs = []pt.Row{marked, full}
+			}
+			b := pt.Batch(mem, rs)
+			defer b.Release()
+			out, _, err := Resolve(mem, []arrow.RecordBatch{b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Release()
+			got := rows(out)
+			if len(got) != 1 || got[0].unc != "" {
+				t.Fatalf("kept %v; want only the row that carries the value", got)
+			}
+		})
+	}
+}
