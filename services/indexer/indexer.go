@@ -303,7 +303,7 @@ func (ix *Indexer) check(ctx context.Context, msg jetstream.Msg) (catalog.PackRe
 // indexes them together. On shutdown, waiting events are naked.
 func (ix *Indexer) batcher(ctx context.Context) error {
 	var batch []item
-	var rows int64
+	var rows, bytes int64
 	var timer <-chan time.Time
 	for {
 		select {
@@ -329,15 +329,25 @@ func (ix *Indexer) batcher(ctx context.Context) error {
 			}
 			batch = append(batch, it)
 			rows += it.ref.Meta.Rows
-			if rows < int64(ix.cfg.Indexer.BatchRows) {
+			bytes += it.ref.Bytes
+			if rows < int64(ix.cfg.Indexer.BatchRows) && len(batch) < maxBatchPacks && bytes < maxBatchBytes {
 				continue
 			}
 		case <-timer:
 		}
 		ix.flush(ctx, batch)
-		batch, rows, timer = nil, 0, nil
+		batch, rows, bytes, timer = nil, 0, 0, nil
 	}
 }
+
+// A batch closes at indexer.batch_rows rows, at maxBatchPacks packs or at
+// maxBatchBytes of pack bytes, whichever comes first: small packs are held
+// in memory until indexed (the catalog stages them into one file), so the
+// count and the bytes bound the batch, not only its rows.
+const (
+	maxBatchPacks = 1024
+	maxBatchBytes = 64 << 20
+)
 
 // flush indexes a batch and settles its events. A failed batch is retried
 // pack by pack; a pack failing alone is naked with backoff.

@@ -13,3 +13,7 @@ func SetBeforeStatements(c *Catalog, f func()) { c.beforeStatements = f }
 // SetAlwaysRenew makes every publish renew the lease, not only when half
 // its TTL is gone.
 func SetAlwaysRenew(c *Catalog, on bool) { c.lazyRenew = !on }
+
+// SetNoStaging makes Index read every pack in place, never through a
+// staging file (the baseline of BenchmarkIndexSmallPacks).
+func SetNoStaging(c *Catalog, off bool) { c.noStaging = off }

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,10 @@ type PackRef struct {
 	// Trace is the W3C traceparent of the flush that wrote the pack (from
 	// its event), so a snapshot's publish can link to the packs it admits.
 	Trace string
+
+	// data is the pack's bytes when it is small enough to stage (see
+	// stage.go); nil: the engine reads the pack where the store keeps it.
+	data []byte
 }
 
 // PackKey is a pack's identity in the catalog: the store it is read from
@@ -123,14 +128,26 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 		if err := c.Register(ctx, g.ti); err != nil {
 			return st, fmt.Errorf("indexing packs of %s: %w", g.ti.Name, err)
 		}
-		q, err := c.insertSQL(store, g.ti, g.packs)
+		plan, err := c.insertPlan(g.ti, g.packs[0].Schema)
 		if err != nil {
 			return st, err
 		}
-		if err := c.conn.Exec(ctx, q); err != nil {
+		stmts, files, err := c.groupSQL(ctx, store, plan, g.packs)
+		if err != nil {
+			return st, err
+		}
+		for _, q := range stmts {
+			if err = c.conn.Exec(ctx, q); err != nil {
+				break
+			}
+			st.Inserts++
+		}
+		for _, f := range files {
+			os.Remove(f)
+		}
+		if err != nil {
 			return st, fmt.Errorf("indexing %d packs of %s: %w", len(g.packs), g.ti.Name, err)
 		}
-		st.Inserts++
 		for _, p := range g.packs {
 			st.Rows += int(p.Meta.Rows)
 		}
@@ -151,11 +168,17 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 // machine: median 169k rows/s against 110k with the defaults.
 const insertSettings = " SETTINGS max_insert_threads = 2, optimize_on_insert = 0"
 
-// insertSQL is one INSERT ... SELECT of every pack of a group (one table,
-// one schema): a UNION ALL of one file read per pack, each tagged with its
-// pack identity.
-func (c *Catalog) insertSQL(store packstore.Store, ti TableInfo, packs []PackRef) (string, error) {
-	s := packs[0].Schema
+// insertPlan is the INSERT ... SELECT of one group (one table, one schema)
+// without its source: the target columns, the structure file() reads the
+// packs with, and the select list after the destination.
+type insertPlan struct {
+	table     string // the rows table, quoted
+	target    string // column list, destination first and pack identity last
+	structure []string
+	common    string // the select list between destination and the pack identity
+}
+
+func (c *Catalog) insertPlan(ti TableInfo, s *arrow.Schema) (insertPlan, error) {
 	var structure, target, exprs []string
 	target = append(target, "destination")
 	for _, f := range s.Fields() {
@@ -174,7 +197,7 @@ func (c *Catalog) insertSQL(store packstore.Store, ti TableInfo, packs []PackRef
 			}
 			k, err := proto.FieldKind(f)
 			if err != nil {
-				return "", fmt.Errorf("%w: %v", ErrBadSchema, err)
+				return insertPlan{}, fmt.Errorf("%w: %v", ErrBadSchema, err)
 			}
 			structure = append(structure, ident(f.Name)+" "+chRead(k, f.Nullable))
 			target = append(target, ident(f.Name))
@@ -196,17 +219,44 @@ func (c *Catalog) insertSQL(store packstore.Store, ti TableInfo, packs []PackRef
 	} else {
 		exprs = append(exprs, "CAST(NULL AS Nullable(Int64))")
 	}
-	structArg := strings.Join(structure, ", ")
-	common := strings.Join(exprs, ", ")
+	return insertPlan{
+		table:     ident(c.n.rows(ti.Name)),
+		target:    strings.Join(target, ", "),
+		structure: structure,
+		common:    strings.Join(exprs, ", "),
+	}, nil
+}
+
+// maxUnionQuery bounds the length of one per-pack UNION ALL statement
+// (ClickHouse refuses queries over max_query_size, 256 KiB by default).
+const maxUnionQuery = 200 << 10
+
+// unionSQL is the INSERT ... SELECT of packs read where the store keeps
+// them: a UNION ALL of one table-function read per pack, each tagged with
+// its pack identity, split into statements under maxUnionQuery.
+func (p insertPlan) unionSQL(store packstore.Store, packs []PackRef) ([]string, error) {
+	structArg := strings.Join(p.structure, ", ")
+	head := "INSERT INTO " + p.table + " (" + p.target + ") "
+	var out []string
 	var parts []string
-	for _, p := range packs {
-		tf, err := withStructure(store.TableFunction(p.Path), structArg)
+	size := len(head)
+	for _, pk := range packs {
+		tf, err := withStructure(store.TableFunction(pk.Path), structArg)
 		if err != nil {
-			return "", fmt.Errorf("indexing pack %s: %w", p.Meta.PackID, err)
+			return nil, fmt.Errorf("indexing pack %s: %w", pk.Meta.PackID, err)
 		}
-		parts = append(parts, "SELECT "+quote(p.Meta.Destination)+", "+common+", "+quote(store.ID())+", "+quote(p.Meta.PackID)+" FROM "+tf)
+		part := "SELECT " + quote(pk.Meta.Destination) + ", " + p.common + ", " + quote(store.ID()) + ", " + quote(pk.Meta.PackID) + " FROM " + tf
+		if len(parts) > 0 && size+len(part)+len(" UNION ALL ") > maxUnionQuery {
+			out = append(out, head+strings.Join(parts, " UNION ALL ")+insertSettings)
+			parts, size = nil, len(head)
+		}
+		parts = append(parts, part)
+		size += len(part) + len(" UNION ALL ")
 	}
-	return "INSERT INTO " + ident(c.n.rows(ti.Name)) + " (" + strings.Join(target, ", ") + ") " + strings.Join(parts, " UNION ALL ") + insertSettings, nil
+	if len(parts) > 0 {
+		out = append(out, head+strings.Join(parts, " UNION ALL ")+insertSettings)
+	}
+	return out, nil
 }
 
 // recordPacks writes the inventory rows of packs whose rows are durable.
@@ -244,7 +294,11 @@ func ReadRef(ctx context.Context, store packstore.Store, path string) (PackRef, 
 	if want := meta.Path(); want != path {
 		return PackRef{}, fmt.Errorf("%w: pack at %s says it is %s (destination %s, table %s)", ErrPackMismatch, path, want, meta.Destination, meta.Table)
 	}
-	return PackRef{Meta: meta, Schema: schema, Path: path, Bytes: int64(len(data))}, nil
+	ref := PackRef{Meta: meta, Schema: schema, Path: path, Bytes: int64(len(data))}
+	if len(data) <= stageMaxBytes {
+		ref.data = data
+	}
+	return ref, nil
 }
 
 // PackTraces returns the recorded traceparents (at most limit) of the packs

@@ -45,6 +45,7 @@ type Catalog struct {
 	noFence          bool
 	beforeStatements func()
 	lazyRenew        bool // renew only when half the TTL is gone, not on every publish
+	noStaging        bool // read every pack in place (see stage.go)
 
 	// What the last publish read back (guarded by pubMu): the highest
 	// version claimed or published, and the server clock against the local

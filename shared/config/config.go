@@ -67,6 +67,10 @@ type Destinations struct {
 	// Unlisted is what mode list does with a value that is not listed:
 	// dlq (dead-letter it) or drop (count and drop it).
 	Unlisted string `yaml:"unlisted"`
+	// StatePoll is how often the router and the flusher re-read the
+	// destination lifecycle states (sluice destinations pause|resume|
+	// drain|retire) from the state database (default 1s).
+	StatePoll time.Duration `yaml:"state_poll"`
 }
 
 // NATS is the message bus.
@@ -173,6 +177,9 @@ type HTTP struct {
 	// Token, when set (only from SLUICE_HTTP_TOKEN), is required as a bearer
 	// token on /api/ and /ui.
 	Token string `yaml:"token" secret:"env"`
+	// Pprof mounts net/http/pprof under /debug/pprof/ (behind the token
+	// when one is set); off by default.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Telemetry is logs, traces and metrics.
@@ -196,7 +203,7 @@ func Default() Config {
 			Slot:          "sluice",
 			Publication:   "sluice",
 		},
-		Destinations: Destinations{Mode: "auto", Unlisted: "dlq"},
+		Destinations: Destinations{Mode: "auto", Unlisted: "dlq", StatePoll: time.Second},
 		NATS: NATS{
 			URL:        "embedded",
 			Replicas:   1,
@@ -394,6 +401,7 @@ func (c *Config) Validate() error {
 		{"reader.status_interval", int64(c.Reader.StatusInterval)},
 		{"reader.lease_ttl", int64(c.Reader.LeaseTTL)},
 		{"reader.backfill_workers", int64(c.Reader.BackfillWorkers)},
+		{"destinations.state_poll", int64(c.Destinations.StatePoll)},
 		{"router.workers", int64(c.Router.Workers)},
 		{"router.max_ack_pending", int64(c.Router.MaxAckPending)},
 		{"delivery.flush_interval", int64(c.Delivery.FlushInterval)},

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
@@ -129,6 +131,11 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 		s.closers = append(s.closers, func(context.Context) error { return conn.Close() })
 	}
 	s.HTTP = httpx.New(cfg.HTTP.Listen, cfg.HTTP.Token, s.Registry, s.Log)
+	if cfg.HTTP.Pprof {
+		s.HTTP.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
+		s.HTTP.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+		s.HTTP.Handle("/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+	}
 	return s, nil
 }
 

@@ -110,6 +110,10 @@ func run(b *testing.B, tenants int) result {
 		b.Fatal(err)
 	}
 	settings := kit.Settings{FlushInterval: "1s", PublisherInterval: "200ms", Partitions: 16, LogLevel: "warn"}
+	if os.Getenv("SLUICE_BENCH_PPROF") != "" {
+		// Profile a run: go tool pprof <server>/debug/pprof/profile
+		settings.Env = append(settings.Env, "SLUICE_HTTP_PPROF=true")
+	}
 	var p kit.Pipeline
 	dir := b.TempDir()
 	src := kit.Source{DSN: dsn, Tables: []string{"public.bench_events"}, Slot: "sluice_bench"}
@@ -133,6 +137,7 @@ func run(b *testing.B, tenants int) result {
 		return res
 	}
 	b.ResetTimer()
+	b.Logf("tenants %d: pipeline live at %s", tenants, p.Server())
 
 	// Throughput.
 	const txRows = 10000
