@@ -85,6 +85,9 @@ type Indexer struct {
 	mu      sync.Mutex // guards status and bad
 	status  Status
 	bad     map[string]bool // paths the reconciler already dead-lettered
+	// suspects are the paths the last reconcile pass found missing from
+	// the inventory (only the reconciler goroutine touches it).
+	suspects map[string]bool
 }
 
 // item is one pack waiting in the batch, with the event to ack (nil when
@@ -454,7 +457,8 @@ func (ix *Indexer) deadLetter(ctx context.Context, it item, reason error) {
 }
 
 // reconciler indexes every pack in the store that the inventory lacks, at
-// start and every reconcile_interval.
+// start and every reconcile_interval (a pack missing at start is indexed by
+// the next pass, if its event has not come by then: see Reconcile).
 func (ix *Indexer) reconciler(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -476,12 +480,15 @@ func (ix *Indexer) reconciler(ctx context.Context) error {
 }
 
 // Reconcile lists the pack store once and indexes the packs missing from
-// the inventory, returning how many it indexed.
+// the inventory that were missing at the previous pass too, returning how
+// many it indexed. A pack missing once is usually one whose event the
+// consumer has not reached yet (under load, thousands): indexing it here
+// would race the consumer for nothing. A pack missing at two passes a
+// reconcile_interval apart is one whose event was lost. The listing is
+// checked against the inventory in chunks, so a pass holds one chunk and
+// the suspects, never the whole store's paths.
 func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
-	inv, err := ix.cat.Inventory(ctx, ix.deps.Packs.ID())
-	if err != nil {
-		return 0, err
-	}
+	storeID := ix.deps.Packs.ID()
 	var batch []item
 	var rows int64
 	total := 0
@@ -517,29 +524,69 @@ func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
 		batch, rows = nil, 0
 		return nil
 	}
-	err = ix.deps.Packs.List(ctx, "", func(path string) error {
-		if inv[path] || ix.isBad(path) {
+	prev := ix.suspects
+	next := map[string]bool{}
+	var chunk []string
+	check := func() error {
+		if len(chunk) == 0 {
 			return nil
 		}
-		ref, err := catalog.ReadRef(ctx, ix.deps.Packs, path)
-		if errors.Is(err, packstore.ErrCorruptPack) || errors.Is(err, catalog.ErrPackMismatch) {
-			ix.markBad(path)
-			ix.deadLetter(ctx, item{ref: catalog.PackRef{Path: path}}, err)
-			return nil
+		keys := make([]catalog.PackKey, len(chunk))
+		for i, path := range chunk {
+			keys[i] = catalog.PackKey{StoreID: storeID, PackID: packIDOf(path)}
 		}
+		done, err := ix.cat.Indexed(ctx, keys)
 		if err != nil {
 			return err
 		}
-		batch = append(batch, item{ref: ref})
-		rows += ref.Meta.Rows
-		if rows >= int64(ix.cfg.Indexer.BatchRows) || len(batch) >= 256 {
-			return flush()
+		paths := chunk
+		chunk = chunk[:0]
+		for i, path := range paths {
+			if done[keys[i]] {
+				continue
+			}
+			if !prev[path] {
+				if len(next) < maxSuspects {
+					next[path] = true
+				}
+				continue
+			}
+			ref, err := catalog.ReadRef(ctx, ix.deps.Packs, path)
+			if errors.Is(err, packstore.ErrCorruptPack) || errors.Is(err, catalog.ErrPackMismatch) {
+				ix.markBad(path)
+				ix.deadLetter(ctx, item{ref: catalog.PackRef{Path: path}}, err)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			batch = append(batch, item{ref: ref})
+			rows += ref.Meta.Rows
+			if rows >= int64(ix.cfg.Indexer.BatchRows) || len(batch) >= maxBatchPacks {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	err := ix.deps.Packs.List(ctx, "", func(path string) error {
+		if ix.isBad(path) {
+			return nil
+		}
+		chunk = append(chunk, path)
+		if len(chunk) >= reconcileChunk {
+			return check()
 		}
 		return nil
 	})
 	if err == nil {
+		err = check()
+	}
+	if err == nil {
 		err = flush()
 	}
+	ix.suspects = next
 	ix.mu.Lock()
 	ix.status.LastReconcile = time.Now()
 	ix.mu.Unlock()
@@ -547,6 +594,19 @@ func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
 		return total, fmt.Errorf("reconciling pack store: %w", err)
 	}
 	return total, nil
+}
+
+// reconcileChunk is how many listed paths one inventory query checks;
+// maxSuspects bounds the packs a pass remembers as missing (more wait for
+// a later pass).
+const (
+	reconcileChunk = 1000
+	maxSuspects    = 100_000
+)
+
+// packIDOf is the pack id of a store path <destination>/<table>/<id>.arrow.
+func packIDOf(path string) string {
+	return strings.TrimSuffix(path[strings.LastIndexByte(path, '/')+1:], ".arrow")
 }
 
 func (ix *Indexer) markBad(path string) {
