@@ -58,6 +58,7 @@ func New(cfg config.Config, deps Deps) (*Flusher, error) {
 		JS: deps.JS, Pool: deps.Pool, Store: deps.Store,
 		Cursors: state.NewCursors(deps.Pool, schema), Leases: state.NewLeases(deps.Pool, schema),
 		Log: deps.Log, Metrics: deps.Metrics, ID: deps.ID,
+		States: state.NewDestinationStates(deps.Pool, schema),
 	})
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	"github.com/sluice-cdc/sluice/services/router/internal/split"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/state"
 )
 
 // Stage names the router in metrics and on the dead-letter stream.
@@ -43,6 +45,11 @@ type Deps struct {
 	NC      *nats.Conn // optional; the router uses JS
 	Log     *slog.Logger
 	Metrics prometheus.Registerer // nil: metrics are not exported
+	// Pool is the state database (schema state.schema), optional: with it
+	// the router drops the rows of retired destinations (`sluice
+	// destinations retire`), polling their states every
+	// destinations.state_poll.
+	Pool *pgxpool.Pool
 }
 
 // Router is the router service.
@@ -51,6 +58,7 @@ type Router struct {
 	deps    Deps
 	log     *slog.Logger
 	h       *route.Handler
+	states  *state.DestinationCache // nil without Deps.Pool
 	running atomic.Bool
 
 	// Knobs for tests (the package's own): set before Run.
@@ -70,6 +78,7 @@ type Status struct {
 	DroppedRows    int64     `json:"dropped_rows"`
 	Mutations      int64     `json:"routing_mutations"`
 	Published      int64     `json:"published"`
+	RetiredRows    int64     `json:"retired_rows"`
 	LastError      string    `json:"last_error,omitempty"`
 	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
 }
@@ -111,7 +120,12 @@ func newRouter(cfg config.Config, deps Deps, o route.Options) (*Router, error) {
 	o.DrainTimeout = cfg.Delivery.DrainTimeout
 	o.Log = log
 	o.Metrics = deps.Metrics
-	return &Router{cfg: cfg, deps: deps, log: log, h: route.New(o), ackWait: AckWait}, nil
+	var states *state.DestinationCache
+	if deps.Pool != nil {
+		states = state.NewDestinationCache(state.NewDestinationStates(deps.Pool, cfg.State.Schema), log)
+		o.Retired = func(d string) bool { return states.Get(d) == state.Retired }
+	}
+	return &Router{cfg: cfg, deps: deps, log: log, h: route.New(o), states: states, ackWait: AckWait}, nil
 }
 
 // ConsumerConfig is the durable consumer the router replicas share.
@@ -143,6 +157,14 @@ func (r *Router) Run(ctx context.Context) error {
 	r.running.Store(true)
 	defer r.running.Store(false)
 	g, gctx := errgroup.WithContext(ctx)
+	if r.states != nil {
+		// One load before routing, so a retired destination is known from
+		// the first batch; a failure is logged and polled again.
+		if err := r.states.Refresh(ctx); err != nil {
+			r.log.Warn("loading destination states; routing to every destination until they load", "error", err)
+		}
+		g.Go(func() error { return r.states.Run(gctx, r.cfg.Destinations.StatePoll) })
+	}
 	for range workers {
 		g.Go(func() error {
 			return natsx.Consume(gctx, cons, r.h.Handle, natsx.ConsumeOptions{
@@ -199,6 +221,7 @@ func (r *Router) Status() Status {
 		DroppedRows:    s.DroppedRows,
 		Mutations:      s.Mutations,
 		Published:      s.Published,
+		RetiredRows:    s.RetiredRows,
 		LastError:      s.LastError,
 		LastErrorAt:    s.LastErrorAt,
 	}

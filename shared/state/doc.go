@@ -20,14 +20,23 @@
 //   - monotonic: ON CONFLICT ... WHERE (lsn, seq) <= EXCLUDED, so a stale or
 //     replayed write never moves a cursor back (advanced=false, no error).
 //
+// Destination states (destinations.go). An operator-set lifecycle state per
+// destination (active, paused, draining, drained, retired) with a
+// transition table enforced inside one transaction, and a version from a
+// sequence; writers serialize on an advisory lock so versions commit in
+// order and a poller asking for version > last never skips a row.
+// DestinationCache is the pollers' lock-free copy; its Run loop belongs to
+// the caller's goroutine.
+//
 // Migrate creates the schema idempotently; concurrent migrations serialize
 // on an advisory lock. A database whose schema_version is newer than this
 // build is refused with ErrSchemaVersion.
 //
 // state must never judge expiry with the local clock, never move a cursor
 // backwards, and never write a cursor outside the fence. It holds no
-// goroutines and no caches: every call is one round trip (two on the rare
-// refused-Advance path), on the pool the caller passes.
+// goroutines of its own and caches nothing but DestinationCache: every
+// other call is one round trip (two on the rare refused-Advance path), on
+// the pool the caller passes.
 //
 // NOTES
 //   - proto.LSN is uint64 but stored as bigint: an LSN or seq at or above

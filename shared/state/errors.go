@@ -14,4 +14,9 @@ var (
 	ErrPositionRange = errors.New("position out of range")
 	// ErrBadArgument is a caller error (empty name, non-positive TTL, ...).
 	ErrBadArgument = errors.New("invalid argument")
+	// ErrTransition means a destination lifecycle change is not allowed
+	// from the destination's current state (destinations.go).
+	ErrTransition = errors.New("destination state change refused")
+	// ErrRetired means the destination is retired, which is final.
+	ErrRetired = errors.New("destination retired")
 )

@@ -99,6 +99,16 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			term        bigint NOT NULL,
 			updated_at  timestamptz NOT NULL)`,
 		`CREATE INDEX IF NOT EXISTS cursors_partition_idx ON ` + s + `.cursors (partition)`,
+		// Destination lifecycle (destinations.go): additive, so no version
+		// bump; an older build simply ignores the table.
+		`CREATE SEQUENCE IF NOT EXISTS ` + s + `.destination_states_version`,
+		`CREATE TABLE IF NOT EXISTS ` + s + `.destination_states (
+			destination text PRIMARY KEY,
+			state       text NOT NULL CHECK (state IN ('active','paused','draining','drained','retired')),
+			reason      text,
+			changed_at  timestamptz NOT NULL DEFAULT now(),
+			version     bigint NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS destination_states_version_idx ON ` + s + `.destination_states (version)`,
 	}
 	for _, q := range steps {
 		if _, err := tx.Exec(ctx, q); err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,11 @@ func TestSoakMultiProcess(t *testing.T) {
 	if os.Getenv("SLUICE_SOAK_DURATION") == "" && os.Getenv("SLUICE_SOAK_MULTI") == "" {
 		t.Skip("multi-process soak: run with make soak (or SLUICE_SOAK_MULTI=1); see the open rule-6 defect in the test's doc")
 	}
-	rep, _, _ := soak(t, multiProcess, nil)
+	rep, _, _ := soak(t, multiProcess, nil, extraEnv()...)
 	report(t, rep)
 }
+
+// extraEnv is SLUICE_SOAK_ENV, space-separated KEY=VALUE pairs added to
+// every service process (e.g. the negative controls' tuning without their
+// unsafe switch, to show the tuning alone loses nothing).
+func extraEnv() []string { return strings.Fields(os.Getenv("SLUICE_SOAK_ENV")) }

@@ -137,6 +137,13 @@ func publishMany(t testing.TB, e *env, n int, round int) {
 		if _, err := e.js.PublishMsgAsync(msg); err != nil {
 			t.Fatal(err)
 		}
+		if i%1000 == 999 { // stay under the client's async window (4,000), which stalls on a loaded machine
+			select {
+			case <-e.js.PublishAsyncComplete():
+			case <-time.After(time.Minute):
+				t.Fatal("async publishes did not complete")
+			}
+		}
 	}
 	select {
 	case <-e.js.PublishAsyncComplete():

@@ -41,6 +41,10 @@
 //   - Epochs: a fetch records the failure generation before it starts; a
 //     message fetched before a failure of its destination and buffered after
 //     it is discarded (nak'd), the Viaduck read-epoch rule.
+//   - Lifecycle (lifecycle.go): paused and drained destinations are
+//     buffered, never flushed, their surplus nak'd but kept pending;
+//     draining ones flush at once and are then marked drained; retired ones
+//     flush once, then their messages are acked, discarded and unpended.
 //   - The brief's "drop a redelivered message at or below the cursor" is
 //     available only as the unexported knob dropRedelivered (off): with
 //     several router replicas publishing out of order and a takeover, a

@@ -48,7 +48,7 @@ type flushJob struct {
 
 // startFlushLocked swaps d's live buffer out into a job.
 func (m *Manager) startFlushLocked(d *dest) *flushJob {
-	if d.inflight != nil || len(d.live) == 0 || d.halted != nil || d.part.lost {
+	if d.inflight != nil || len(d.live) == 0 || d.halted != nil || d.part.lost || m.heldLocked(d) { // held: lifecycle.go
 		return nil
 	}
 	job := &flushJob{d: d, items: d.live, lease: d.part.lease, epoch: d.epoch, started: time.Now()}
@@ -453,7 +453,7 @@ func (m *Manager) commit(job *flushJob, packs []packOut) error {
 	d.lastErr = ""
 	d.lastOK = time.Now()
 	// Messages that arrived during the flush may already be due.
-	if len(d.live) > 0 && (d.liveRows >= m.rowsTarget || d.liveBytes >= int64(m.dc.FlushBytes) || time.Since(d.liveSince) >= m.dc.FlushInterval) {
+	if len(d.live) > 0 && (d.liveRows >= m.rowsTarget || d.liveBytes >= int64(m.dc.FlushBytes) || time.Since(d.liveSince) >= m.dc.FlushInterval || m.flushNowLocked(d)) {
 		m.enqueueLocked(d, "backlog")
 	}
 	return nil

@@ -55,6 +55,8 @@ type Deps struct {
 	Mem     memory.Allocator
 	// ID is this replica's holder id; empty: a random one.
 	ID string
+	// States, optional, are the destination lifecycle states (lifecycle.go).
+	States *state.DestinationStates
 }
 
 // item is one buffered ROUTED message.
@@ -100,6 +102,8 @@ type dest struct {
 	lastErr  string
 	lastPack string
 	lastOK   time.Time
+
+	lc state.DestinationState // lifecycle (lifecycle.go)
 }
 
 func (d *dest) heldMsgs() int {
@@ -158,6 +162,12 @@ type Manager struct {
 	rowsTarget int64
 	members    int
 
+	// lifecycle.go: states is nil without a state table (no lifecycle);
+	// lc is its polled cache, set by Run.
+	states *state.DestinationStates
+	lc     *state.DestinationCache
+	lcm    *lifecycleMetrics
+
 	// Test knobs: each switches one safety rule off (negative controls) or
 	// injects a fault the real store cannot produce on demand.
 	scalarMaxCursor   bool // cursor = max flushed position, ignoring pending
@@ -168,6 +178,9 @@ type Manager struct {
 	noAckFence        bool // ack without checking the lease term
 	abrupt            bool // Run returns without draining or releasing
 	noGroupCommit     bool // every flush runs alone (runFlush): the baseline
+	noPauseCheck      bool // paused/drained destinations flush like active ones
+	noHeldPending     bool // a held destination's nak'd surplus leaves the pending set
+	heldNakDelay      time.Duration
 	pauseFetch        atomic.Bool
 	fetchPausedSeen   atomic.Bool
 	putFault          func(path string) error
@@ -199,7 +212,7 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 		cursors: deps.Cursors, leases: deps.Leases, log: deps.Log.With("flusher", deps.ID),
 		mem: deps.Mem, dlq: natsx.NewDeadLetter(deps.JS, "flusher"), id: deps.ID,
 		ackWait: AckWait(dc), dests: map[string]*dest{}, parts: map[int]*part{},
-		rowsTarget: int64(dc.FlushRows),
+		rowsTarget: int64(dc.FlushRows), states: deps.States,
 	}
 	m.cond = sync.NewCond(&m.mu)
 	m.commitQ = make(chan *flushJob, commitQueue)
@@ -213,6 +226,9 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 		` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`
 	var err error
 	if m.m, err = newMetrics(deps.Metrics); err != nil {
+		return nil, fmt.Errorf("creating flusher: %w", err)
+	}
+	if m.lcm, err = newLifecycleMetrics(deps.Metrics); err != nil {
 		return nil, fmt.Errorf("creating flusher: %w", err)
 	}
 	return m, nil
@@ -263,6 +279,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.log.Info("flusher starting", "partitions", m.dc.Partitions, "workers", m.dc.Workers,
 		"flush_interval", m.dc.FlushInterval, "memory_budget", int64(m.dc.MemoryBudget), "ack_wait", m.ackWait)
+	if !m.startLifecycle(ctx) { // lifecycle: states loaded before anything flushes
+		return nil
+	}
 
 	// Workers outlive ctx by the drain; they stop on workCtx.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -284,6 +303,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	g.Go(func() error { return m.ownership(gctx) })
 	g.Go(func() error { m.triggers(gctx); return nil })
 	g.Go(func() error { m.keepAlive(gctx); return nil })
+	if m.states != nil {
+		g.Go(func() error { m.lifecycle(gctx); return nil })
+	}
 	err := g.Wait()
 	m.fetchers.Wait()
 
@@ -340,7 +362,7 @@ func (m *Manager) drain(ctx context.Context) {
 		m.mu.Lock()
 		busy := false
 		for _, d := range m.dests {
-			if len(d.live) > 0 && d.halted == nil && !d.part.lost {
+			if len(d.live) > 0 && d.halted == nil && !d.part.lost && !m.heldLocked(d) {
 				busy = true
 				m.enqueueLocked(d, "shutdown")
 			}
@@ -400,7 +422,7 @@ func (m *Manager) releaseItemLocked(it *item) {
 
 // enqueueLocked schedules d for a flush.
 func (m *Manager) enqueueLocked(d *dest, trigger string) {
-	if d.queued || d.inflight != nil || len(d.live) == 0 || d.halted != nil || d.part.lost {
+	if d.queued || d.inflight != nil || len(d.live) == 0 || d.halted != nil || d.part.lost || m.heldLocked(d) {
 		return
 	}
 	d.queued = true
@@ -468,6 +490,7 @@ func (m *Manager) evaluate(now time.Time) {
 	}
 	// Memory watermark: flush the largest buffers first.
 	if m.overBudgetLocked() {
+		m.heldEvictLocked() // lifecycle: held buffers give memory back
 		slices.SortFunc(candidates, func(a, b *dest) int { return int(b.liveBytes - a.liveBytes) })
 		projected := m.totalBytes
 		for _, d := range candidates {

@@ -245,7 +245,7 @@ func (m *Manager) releasePartition(ctx context.Context, id int) {
 		m.mu.Lock()
 		busy := false
 		for _, d := range p.dests {
-			if len(d.live) > 0 && d.halted == nil {
+			if len(d.live) > 0 && d.halted == nil && !m.heldLocked(d) {
 				m.enqueueLocked(d, "rebalance")
 				busy = true
 			}

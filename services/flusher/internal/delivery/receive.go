@@ -191,6 +191,9 @@ func (m *Manager) receive(ctx context.Context, p *part, msg jetstream.Msg, gen u
 		return
 	}
 	d := m.destLocked(p, name)
+	if m.lifecycleReceiveLocked(d, it) { // lifecycle: retired or held and full
+		return
+	}
 	if d.halted != nil {
 		it.rec.Release()
 		_ = msg.NakWithDelay(m.ackWait / 2)
@@ -250,7 +253,7 @@ func (m *Manager) destLocked(p *part, name string) *dest {
 	if d, ok := p.dests[name]; ok {
 		return d
 	}
-	d := &dest{name: name, part: p, pending: map[uint64]span{}}
+	d := &dest{name: name, part: p, pending: map[uint64]span{}, lc: m.lc.Get(name)}
 	if c, ok := p.loaded[name]; ok {
 		d.cursor, d.maxResolved = c, c
 	}

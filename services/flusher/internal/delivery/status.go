@@ -3,6 +3,8 @@ package delivery
 import (
 	"sort"
 	"time"
+
+	"github.com/sluice-cdc/sluice/shared/state"
 )
 
 // Destination states.
@@ -25,6 +27,10 @@ type DestinationStatus struct {
 	LastPack      string  `json:"last_pack,omitempty"`
 	LastError     string  `json:"last_error,omitempty"`
 	AgeSeconds    float64 `json:"age_seconds"`
+	// HeldMessages are the destination's messages its partition's consumer
+	// counts as ack-pending: buffered, in flight, or nak'd awaiting
+	// redelivery (a paused destination's grow while it is paused).
+	HeldMessages int `json:"held_messages"`
 }
 
 // Status is the flusher's state.
@@ -43,8 +49,12 @@ type Status struct {
 
 func (m *Manager) stateLocked(d *dest, now time.Time) string {
 	switch {
+	case d.lc == state.Retired: // lifecycle states (lifecycle.go)
+		return StateRetired
 	case d.halted != nil:
 		return StateHalted
+	case d.lc == state.Paused || d.lc == state.Draining || d.lc == state.Drained:
+		return string(d.lc)
 	case d.inflight != nil:
 		return StateFlushing
 	case d.lastErr != "" || (len(d.live) > 0 && now.Sub(d.liveSince) > m.dc.FlushInterval):
@@ -69,7 +79,7 @@ func (m *Manager) Status() Status {
 	for _, d := range m.dests {
 		ds := DestinationStatus{Destination: d.name, Partition: d.part.id, State: m.stateLocked(d, now),
 			BufferedRows: d.liveRows, BufferedBytes: d.liveBytes, Cursor: d.cursor.String(),
-			LastPack: d.lastPack, LastError: d.lastErr}
+			LastPack: d.lastPack, LastError: d.lastErr, HeldMessages: len(d.pending)}
 		if d.inflight != nil {
 			for _, it := range d.inflight.items {
 				ds.BufferedRows += it.rows
@@ -95,7 +105,8 @@ func (m *Manager) updateGaugesLocked() {
 	now := time.Now()
 	m.m.bufferedRows.Set(float64(m.totalRows))
 	m.m.bufferedBytes.Set(float64(m.totalBytes))
-	counts := map[string]int{StateHealthy: 0, StateBuffering: 0, StateFlushing: 0, StateLagging: 0, StateHalted: 0}
+	counts := map[string]int{StateHealthy: 0, StateBuffering: 0, StateFlushing: 0, StateLagging: 0, StateHalted: 0,
+		StatePaused: 0, StateDraining: 0, StateDrained: 0, StateRetired: 0}
 	var oldest time.Duration
 	pending := 0
 	for _, d := range m.dests {

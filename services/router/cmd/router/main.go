@@ -10,8 +10,8 @@ import (
 )
 
 func main() {
-	os.Exit(stack.Main("router", stack.Needs{}, func(cfg config.Config, st *stack.Stack) (stack.Component, error) {
-		r, err := router.New(cfg, router.Deps{JS: st.JS, Log: st.Log, Metrics: st.Registry})
+	os.Exit(stack.Main("router", stack.Needs{State: true}, func(cfg config.Config, st *stack.Stack) (stack.Component, error) {
+		r, err := router.New(cfg, router.Deps{JS: st.JS, Log: st.Log, Metrics: st.Registry, Pool: st.State})
 		if err != nil {
 			return stack.Component{}, err
 		}

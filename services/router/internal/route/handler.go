@@ -63,6 +63,11 @@ type Options struct {
 	// stored so far and the total; an error aborts the batch (no ack).
 	// Tests use it to kill a replica mid-batch.
 	AfterAck func(ctx context.Context, inputID string, stored, total int) error
+	// Retired, when set, names destinations whose rows are dropped after
+	// the split (an operator retired them: `sluice destinations retire`);
+	// they are counted, never dead-lettered. It is called once per part
+	// and must be cheap (state.DestinationCache is lock-free).
+	Retired func(destination string) bool
 	// UnsafeAckFirst acks the input before publishing its outputs. It breaks
 	// "no acknowledged change is lost" and exists only for the negative
 	// control of the crash test.
@@ -78,6 +83,7 @@ type Handler struct {
 	tracer trace.Tracer
 
 	batches, rows, deadRows, deadLetters, dropped, mutations, published atomic.Int64
+	retiredRows                                                         atomic.Int64
 
 	mu      sync.Mutex // guards seen, lastErr, lastErrAt
 	seen    map[string]struct{}
@@ -121,6 +127,7 @@ type Stats struct {
 	DroppedRows    int64     `json:"dropped_rows"`
 	Mutations      int64     `json:"routing_mutations"`
 	Published      int64     `json:"published"`
+	RetiredRows    int64     `json:"retired_rows"`
 	LastError      string    `json:"last_error,omitempty"`
 	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
 }
@@ -138,6 +145,7 @@ func (h *Handler) Stats() Stats {
 		DroppedRows:    h.dropped.Load(),
 		Mutations:      h.mutations.Load(),
 		Published:      h.published.Load(),
+		RetiredRows:    h.retiredRows.Load(),
 		LastError:      h.lastErr,
 		LastErrorAt:    h.lastAt,
 	}
@@ -219,7 +227,8 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 		return natsx.Permanent(fmt.Errorf("splitting batch %s: %w", id, err))
 	}
 	defer res.Release()
-	span.SetAttributes(attribute.Int("sluice.destinations", len(res.Parts)), attribute.Int("sluice.rows", res.Rows))
+	parts, retired := h.dropRetired(res.Parts) // lifecycle: retired destinations get nothing
+	span.SetAttributes(attribute.Int("sluice.destinations", len(parts)), attribute.Int("sluice.rows", res.Rows))
 
 	base := nats.Header{}
 	for _, k := range []string{proto.HeaderWire, proto.HeaderTable, proto.HeaderSchema} {
@@ -227,13 +236,13 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 			base.Set(k, v)
 		}
 	}
-	if base.Get(proto.HeaderSchema) == "" && len(res.Parts) > 0 {
-		base.Set(proto.HeaderSchema, arrowcodec.Fingerprint(res.Parts[0].Batch.Schema()))
+	if base.Get(proto.HeaderSchema) == "" && len(parts) > 0 {
+		base.Set(proto.HeaderSchema, arrowcodec.Fingerprint(parts[0].Batch.Schema()))
 	}
 	natsotel.Inject(ctx, base)
 
 	t1 := time.Now()
-	msgs, err := h.encodeParts(id, base, res.Parts)
+	msgs, err := h.encodeParts(id, base, parts)
 	h.m.encodeSeconds.Observe(time.Since(t1).Seconds())
 	if err != nil {
 		return err
@@ -257,14 +266,16 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 
 	h.rows.Add(int64(res.Rows))
 	h.m.rows.Add(float64(res.Rows))
-	h.m.dests.Observe(float64(len(res.Parts)))
+	h.m.dests.Observe(float64(len(parts)))
 	h.mutations.Add(int64(res.Mutations))
 	h.m.mutations.Add(float64(res.Mutations))
 	h.m.moveOuts.Add(float64(res.MoveOuts))
 	h.dropped.Add(int64(res.Dropped))
 	h.m.dropped.Add(float64(res.Dropped))
+	h.retiredRows.Add(retired)
+	h.m.retired.Add(float64(retired))
 	h.mu.Lock()
-	for _, p := range res.Parts {
+	for _, p := range parts {
 		h.seen[p.Destination] = struct{}{}
 	}
 	h.mu.Unlock()
@@ -488,3 +499,32 @@ type MetricSet struct{ Mutations prometheus.Counter }
 
 // Metrics returns the handler's collectors (tests).
 func (h *Handler) Metrics() MetricSet { return MetricSet{Mutations: h.m.mutations} }
+
+// dropRetired returns parts without those of retired destinations (a new
+// slice when any is dropped; res.Release still frees every part) and the
+// rows dropped. The caller counts them once the batch is stored: a batch
+// that fails is retried and would count them again.
+func (h *Handler) dropRetired(parts []split.Part) ([]split.Part, int64) {
+	if h.o.Retired == nil {
+		return parts, 0
+	}
+	var rows int64
+	var kept []split.Part
+	for i, p := range parts {
+		if !h.o.Retired(p.Destination) {
+			if kept != nil {
+				kept = append(kept, p)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = make([]split.Part, i, len(parts))
+			copy(kept, parts[:i])
+		}
+		rows += p.Batch.NumRows()
+	}
+	if kept == nil {
+		return parts, 0
+	}
+	return kept, rows
+}

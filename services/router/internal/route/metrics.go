@@ -24,6 +24,7 @@ type metrics struct {
 	deadLetters   prometheus.Counter
 	dropped       prometheus.Counter
 	published     prometheus.Counter
+	retired       prometheus.Counter
 	splitSeconds  prometheus.Histogram
 	encodeSeconds prometheus.Histogram
 	batchSeconds  prometheus.Histogram
@@ -68,6 +69,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sluice_router_messages_published_total",
 			Help: "ROUTED messages published and acknowledged (duplicates included).",
 		}),
+		retired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_router_retired_rows_total",
+			Help: "Rows dropped because their destination is retired (sluice destinations retire).",
+		}),
 		splitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_router_split_duration_seconds",
 			Help:    "Time to split one input batch into per-destination batches.",
@@ -96,6 +101,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.deadLetters = register(reg, m.deadLetters)
 	m.dropped = register(reg, m.dropped)
 	m.published = register(reg, m.published)
+	m.retired = register(reg, m.retired)
 	m.splitSeconds = register(reg, m.splitSeconds)
 	m.encodeSeconds = register(reg, m.encodeSeconds)
 	m.batchSeconds = register(reg, m.batchSeconds)

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/httpx"
+	"github.com/sluice-cdc/sluice/shared/state"
 )
 
 // Reads is what the API needs from the catalog.
@@ -47,6 +48,9 @@ type Deps struct {
 	Config   config.Config
 	Statuses map[string]func() any
 	Log      *slog.Logger
+	// States are the destination lifecycle states (lifecycle.go); nil in
+	// a process without the state database.
+	States *state.DestinationStates
 }
 
 // Register mounts the API and the UI on h.
@@ -60,6 +64,7 @@ func Register(h *httpx.Server, d Deps) {
 	h.Handle("GET /{$}", http.RedirectHandler("/ui", http.StatusFound))
 	registerDestinations(h, a)
 	RegisterDLQ(h, d)
+	registerLifecycle(h, a)
 }
 
 type handler struct{ d Deps }

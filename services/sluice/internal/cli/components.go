@@ -32,7 +32,7 @@ func buildComponents(cfg config.Config, st *stack.Stack, names []string) ([]stac
 			}
 			c = stack.Component{Name: name, Run: r.Run, Status: func() any { return r.Status() }}
 		case "router":
-			r, err := router.New(cfg, router.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "router"), Metrics: st.Registry})
+			r, err := router.New(cfg, router.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "router"), Metrics: st.Registry, Pool: st.State})
 			if err != nil {
 				return nil, fmt.Errorf("starting the router: %w", err)
 			}

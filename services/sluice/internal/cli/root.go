@@ -63,6 +63,7 @@ func newRoot() *cobra.Command {
 		newReadCmd(g),
 		newCatalogCmd(g),
 		newDLQCmd(g), newSlotCmd(g),
+		newDestinationsCmd(g),
 		newVersionCmd(),
 	)
 	return root

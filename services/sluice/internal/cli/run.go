@@ -81,7 +81,7 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	needs := stack.Needs{EmbeddedNATS: dev}
 	for _, n := range names {
 		switch n {
-		case "reader":
+		case "reader", "router": // the router polls destination states
 			needs.State = true
 		case "flusher":
 			needs.State, needs.Packs = true, true
@@ -105,7 +105,9 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	for _, c := range comps {
 		statuses[c.Name] = c.Status
 	}
-	api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log})
+	states, closeStates := destinationStates(ctx, st)
+	defer closeStates()
+	api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log, States: states})
 
 	var traffic sync.WaitGroup
 	trafficCtx, stopTraffic := context.WithCancel(ctx)

@@ -1,0 +1,133 @@
+package api
+
+// Destination lifecycle: pause, resume, drain and retire a destination,
+// live (`sluice destinations ...`). The states live in the state database
+// (state.DestinationStates); the router and the flusher poll them every
+// destinations.state_poll, so a change applies within about a second in
+// every process, whichever process served the request.
+//
+//	GET  /api/v1/destinations/states            every destination not active
+//	POST /api/v1/destinations/{name}/pause      body {"reason": "..."} optional
+//	POST /api/v1/destinations/{name}/resume
+//	POST /api/v1/destinations/{name}/drain
+//	POST /api/v1/destinations/{name}/retire
+//
+// 200 {destination, from, to}; 400 on an invalid name or body; 409 on a
+// refused transition, with the reason; never 404: a destination that has
+// not been seen yet can be paused or retired ahead of time. The POSTs need
+// ClientHeader, like the dead-letter endpoints (no cross-site form posts
+// into a tokenless `sluice dev`), and the bearer token when one is set.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/httpx"
+	"github.com/sluice-cdc/sluice/shared/state"
+)
+
+// LifecycleChange is the body of a successful lifecycle POST.
+type LifecycleChange struct {
+	Destination string                 `json:"destination"`
+	From        state.DestinationState `json:"from"`
+	To          state.DestinationState `json:"to"`
+}
+
+// LifecycleRequest is the optional body of a lifecycle POST.
+type LifecycleRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// lifecycleActions maps a POST's action to the state it sets.
+var lifecycleActions = map[string]state.DestinationState{
+	"pause":  state.Paused,
+	"resume": state.Active,
+	"drain":  state.Draining,
+	"retire": state.Retired,
+}
+
+const maxReason = 1024
+
+func registerLifecycle(h *httpx.Server, a *handler) {
+	h.Handle("GET /api/v1/destinations/states", http.HandlerFunc(a.lifecycleStates))
+	for action, to := range lifecycleActions {
+		h.Handle("POST /api/v1/destinations/{name}/"+action, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a.lifecycleSet(w, r, to)
+		}))
+	}
+}
+
+func (a *handler) noStates(w http.ResponseWriter) bool {
+	if a.d.States != nil {
+		return false
+	}
+	writeJSON(w, http.StatusServiceUnavailable, Error{Error: "this process has no state database: ask a process that runs the router, the flusher or the reader (or sluice dev)"})
+	return true
+}
+
+func (a *handler) lifecycleStates(w http.ResponseWriter, r *http.Request) {
+	if a.noStates(w) {
+		return
+	}
+	rows, _, err := a.d.States.Load(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]state.DestinationStateRow, 0, len(rows))
+	for _, row := range rows {
+		if row.State != state.Active {
+			out = append(out, row)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *handler) lifecycleSet(w http.ResponseWriter, r *http.Request, to state.DestinationState) {
+	if r.Header.Get(ClientHeader) == "" {
+		writeJSON(w, http.StatusForbidden, Error{Error: "send the " + ClientHeader + " header (the sluice CLI does) to change a destination's state"})
+		return
+	}
+	if a.noStates(w) {
+		return
+	}
+	name := r.PathValue("name")
+	if err := proto.ValidateDestination(name); err != nil {
+		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("destination %q: %w", name, err)))
+		return
+	}
+	var req LifecycleRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err != nil {
+		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("reading the body: %w", err)))
+		return
+	}
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("decoding the body (want {\"reason\": \"...\"}): %w", err)))
+			return
+		}
+	}
+	if len(req.Reason) > maxReason {
+		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("reason is %d bytes, at most %d", len(req.Reason), maxReason)))
+		return
+	}
+	from, err := a.d.States.Set(r.Context(), name, to, req.Reason)
+	switch {
+	case state.IsRefused(err):
+		writeJSON(w, http.StatusConflict, Error{Error: err.Error()})
+		return
+	case errors.Is(err, state.ErrBadArgument):
+		a.fail(w, errors.Join(ErrBadRequest, err))
+		return
+	case err != nil:
+		a.fail(w, err)
+		return
+	}
+	a.d.Log.Info("destination state set", "destination", name, "from", string(from), "to", string(to), "reason", req.Reason)
+	writeJSON(w, http.StatusOK, LifecycleChange{Destination: name, From: from, To: to})
+}

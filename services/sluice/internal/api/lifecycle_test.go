@@ -1,0 +1,121 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-cdc/sluice/shared/httpx"
+	"github.com/sluice-cdc/sluice/shared/pgtest"
+	"github.com/sluice-cdc/sluice/shared/state"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The lifecycle endpoints against a real state database, behind a bearer
+// token: status codes, bodies, refusals, and the client-header guard.
+func TestLifecycleHTTP(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := state.Migrate(ctx, pool, "sluice"); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := httpx.New("127.0.0.1:0", "tok", prometheus.NewRegistry(), log)
+	Register(h, Deps{Log: log, States: state.NewDestinationStates(pool, "sluice")})
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+
+	call := func(method, path, body string, hdr bool, token string, out any) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if hdr {
+			req.Header.Set(ClientHeader, "test")
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if out != nil {
+			if err := json.Unmarshal(b, out); err != nil {
+				t.Fatalf("%s %s: %v: %s", method, path, err, b)
+			}
+		}
+		return resp.StatusCode
+	}
+	var ch LifecycleChange
+	if code := call("POST", "/api/v1/destinations/shop1/pause", `{"reason":"maintenance"}`, true, "", nil); code != http.StatusUnauthorized {
+		t.Fatalf("without the token: %d", code)
+	}
+	if code := call("POST", "/api/v1/destinations/shop1/pause", "", false, "tok", nil); code != http.StatusForbidden {
+		t.Fatalf("without %s: %d", ClientHeader, code)
+	}
+	// Never seen: paused ahead of time.
+	if code := call("POST", "/api/v1/destinations/shop1/pause", `{"reason":"maintenance"}`, true, "tok", &ch); code != 200 ||
+		ch != (LifecycleChange{"shop1", state.Active, state.Paused}) {
+		t.Fatalf("pause: %d %+v", code, ch)
+	}
+	if code := call("POST", "/api/v1/destinations/shop2/retire", "", true, "tok", &ch); code != 200 || ch.To != state.Retired {
+		t.Fatalf("retire: %d %+v", code, ch)
+	}
+	var rows []state.DestinationStateRow
+	if code := call("GET", "/api/v1/destinations/states", "", false, "tok", &rows); code != 200 || len(rows) != 2 ||
+		rows[0].Destination != "shop1" || rows[0].Reason != "maintenance" || rows[1].State != state.Retired {
+		t.Fatalf("states: %d %+v", code, rows)
+	}
+	var e Error
+	if code := call("POST", "/api/v1/destinations/shop2/resume", "", true, "tok", &e); code != http.StatusConflict || !strings.Contains(e.Error, "gap") {
+		t.Fatalf("resume retired: %d %+v", code, e)
+	}
+	if code := call("POST", "/api/v1/destinations/~bad!/pause", "", true, "tok", &e); code != http.StatusBadRequest {
+		t.Fatalf("invalid name: %d %+v", code, e)
+	}
+	if code := call("POST", "/api/v1/destinations/shop1/drain", "{not json", true, "tok", &e); code != http.StatusBadRequest {
+		t.Fatalf("bad body: %d %+v", code, e)
+	}
+	if code := call("POST", "/api/v1/destinations/shop1/drain", "", true, "tok", &ch); code != 200 || ch.From != state.Paused || ch.To != state.Draining {
+		t.Fatalf("drain: %d %+v", code, ch)
+	}
+	if code := call("POST", "/api/v1/destinations/shop1/pause", "", true, "tok", &e); code != http.StatusConflict {
+		t.Fatalf("pause a draining destination: %d %+v", code, e)
+	}
+	if code := call("POST", "/api/v1/destinations/shop1/resume", "", true, "tok", &ch); code != 200 || ch.To != state.Active {
+		t.Fatalf("resume: %d %+v", code, ch)
+	}
+	if code := call("GET", "/api/v1/destinations/states", "", false, "tok", &rows); code != 200 || len(rows) != 1 {
+		t.Fatalf("states after resume: %d %+v", code, rows)
+	}
+
+	// A process without the state database says so.
+	h2 := httpx.New("127.0.0.1:0", "", prometheus.NewRegistry(), log)
+	Register(h2, Deps{Log: log})
+	srv2 := httptest.NewServer(h2.Handler())
+	defer srv2.Close()
+	req, _ := http.NewRequest("POST", srv2.URL+"/api/v1/destinations/shop1/pause", nil)
+	req.Header.Set(ClientHeader, "test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("no state database: %d", resp.StatusCode)
+	}
+}

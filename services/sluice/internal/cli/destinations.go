@@ -1,0 +1,242 @@
+package cli
+
+// sluice destinations list|pause|resume|drain|retire: a destination's
+// lifecycle, through the running pipeline's HTTP API (api/lifecycle.go).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
+	"github.com/sluice-cdc/sluice/shared/stack"
+	"github.com/sluice-cdc/sluice/shared/state"
+)
+
+// destinationStates gives the API the lifecycle states: on the process's
+// state pool, or, in a process without one (an indexer or publisher, e.g.
+// compose's console), on a pool of its own that connects on first use
+// (pgxpool connects lazily), so any process's API can pause a destination.
+// The caller runs the returned close on shutdown.
+func destinationStates(ctx context.Context, st *stack.Stack) (*state.DestinationStates, func()) {
+	if st.State != nil {
+		return state.NewDestinationStates(st.State, st.Cfg.State.Schema), func() {}
+	}
+	pool, err := pgxpool.New(ctx, st.Cfg.StateDSN())
+	if err != nil {
+		st.Log.Warn("no state database for the destination lifecycle API", "error", err)
+		return nil, func() {}
+	}
+	return state.NewDestinationStates(pool, st.Cfg.State.Schema), pool.Close
+}
+
+// retireWarning says what retiring does; retire refuses without --yes
+// when it cannot ask.
+const retireWarning = `retiring %s is final: the router drops its rows and the flusher acks and discards its queued changes
+from now on, so its copy stops at this point and can never be resumed (its packs and catalog rows are kept)`
+
+func newDestinationsCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "destinations",
+		Short: "List, pause, resume, drain or retire destinations, live",
+		Long: `Destination lifecycle, applied live by every router and flusher within destinations.state_poll (1s):
+  pause    keep receiving and buffering its changes, never flush them (a full buffer is nak'd and redelivered later)
+  resume   flush on the normal schedule again (from paused, draining or drained)
+  drain    flush its buffer now, then hold like paused (state drained)
+  retire   flush what is buffered once, then drop every later change for it; its packs are kept; final
+A paused or drained destination holds its partition's ack floor, so snapshots' through_lsn stops at its
+oldest held change: its copy is not up to date, and no snapshot claims it is.`,
+	}
+	cmd.AddCommand(newDestinationsListCmd(g))
+	for _, action := range []string{"pause", "resume", "drain", "retire"} {
+		cmd.AddCommand(newDestinationActionCmd(g, action))
+	}
+	return cmd
+}
+
+// destinationListRow is one line of `sluice destinations list`.
+type destinationListRow struct {
+	state.DestinationStateRow
+	Live *api.DestinationRow `json:"live,omitempty"` // the flusher's view, when it has one
+}
+
+func newDestinationsListCmd(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	var only string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "Destinations that are not active: state, reason, since when, and what the flusher holds of them",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if only != "" && !state.DestinationState(only).Valid() {
+				return &exitError{2, fmt.Errorf("--state %q: want paused, draining, drained or retired", only)}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var rows []state.DestinationStateRow
+			if err := c.get(ctx, "/api/v1/destinations/states", nil, &rows); err != nil {
+				return err
+			}
+			// The flushers' view, best effort (a process without a flusher
+			// has none).
+			live := map[string]api.DestinationRow{}
+			var page api.DestinationsPage
+			q := url.Values{"state": {"paused,draining,drained,retired"}, "limit": {"1000"}}
+			if c.get(ctx, "/api/v1/destinations", q, &page) == nil {
+				for _, d := range page.Destinations {
+					live[d.Destination] = d
+				}
+			}
+			out := []destinationListRow{}
+			for _, r := range rows {
+				if only != "" && string(r.State) != only {
+					continue
+				}
+				row := destinationListRow{DestinationStateRow: r}
+				if d, ok := live[r.Destination]; ok {
+					row.Live = &d
+				}
+				out = append(out, row)
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "DESTINATION\tSTATE\tCHANGED_AT\tBUFFERED_ROWS\tCURSOR\tREASON")
+			for _, r := range out {
+				buffered, cursor := "-", "-"
+				if r.Live != nil {
+					buffered, cursor = fmt.Sprint(r.Live.BufferedRows), r.Live.Cursor
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Destination, r.State, r.ChangedAt.UTC().Format(time.RFC3339), buffered, cursor, r.Reason)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&only, "state", "", "only destinations in this state (paused, draining, drained, retired)")
+	return cmd
+}
+
+func newDestinationActionCmd(g *globalFlags, action string) *cobra.Command {
+	var reason string
+	var yes bool
+	short := map[string]string{
+		"pause":  "Pause a destination: keep buffering its changes, flush nothing",
+		"resume": "Resume a paused, draining or drained destination",
+		"drain":  "Flush a destination's buffer now, then hold it (drained)",
+		"retire": "Retire a destination for good: flush its buffer once, then drop its changes (asks for --yes)",
+	}[action]
+	cmd := &cobra.Command{
+		Use:   action + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if action == "retire" && !yes {
+				if err := confirmRetire(cmd.InOrStdin(), cmd.ErrOrStderr(), name); err != nil {
+					return &exitError{2, err}
+				}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var ch api.LifecycleChange
+			if err := c.postJSON(cmd.Context(), "/api/v1/destinations/"+url.PathEscape(name)+"/"+action, api.LifecycleRequest{Reason: reason}, &ch); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s -> %s\n", ch.Destination, ch.From, ch.To)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (shown by destinations list)")
+	if action == "retire" {
+		cmd.Flags().BoolVar(&yes, "yes", false, "retire without asking")
+	}
+	return cmd
+}
+
+// confirmRetire asks on a terminal for the destination's name; without a
+// terminal it refuses, saying what retiring does.
+func confirmRetire(in io.Reader, errw io.Writer, name string) error {
+	f, ok := in.(*os.File)
+	if !ok {
+		return fmt.Errorf(retireWarning+"; pass --yes to retire it", name)
+	}
+	if !isTerminal(f) {
+		return fmt.Errorf(retireWarning+"; pass --yes to retire it", name)
+	}
+	fmt.Fprintf(errw, retireWarning+"\ntype the destination's name to retire it: ", name)
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	if strings.TrimSpace(line) != name {
+		return fmt.Errorf("not confirmed: %s was not retired", name)
+	}
+	return nil
+}
+
+// isTerminal: a character device that is not /dev/null (what a process
+// started without a stdin gets).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
+}
+
+// postJSON posts body to path (with the client header and the token) and
+// decodes the answer into out.
+func (c *client) postJSON(ctx context.Context, path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(api.ClientHeader, "sluice-cli")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("calling %s: %w (is the pipeline running?)", c.base, err)
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e api.Error
+		if json.Unmarshal(rb, &e) == nil && e.Error != "" {
+			return &apiError{resp.StatusCode, e.Error}
+		}
+		return &apiError{resp.StatusCode, string(bytes.TrimSpace(rb))}
+	}
+	if err := json.Unmarshal(rb, out); err != nil {
+		return fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return nil
+}
