@@ -110,8 +110,20 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 		r.scalarMax = true
 		r.log.Warn(UnsafeScalarMaxEnv + "=1: the reader confirms max(acked) instead of the prefix-complete LSN and WILL lose changes; for negative-control tests only")
 	}
+	if os.Getenv(UnsafeUnchainedEnv) == "1" {
+		// With the chain, a publish after a lost one fails too, so acks
+		// resolve in order and scalar-max confirms no more than the
+		// prefix: the end-to-end control of rule 2 switches both off.
+		r.unchained = true
+		r.log.Warn(UnsafeUnchainedEnv + "=1: the reader publishes without the Nats-Expected-Last-Msg-Id chain; for negative-control tests only")
+	}
 	return r, nil
 }
+
+// UnsafeUnchainedEnv, set to 1, switches the publish chain off (the
+// ordering guard that keeps acks in order): with UnsafeScalarMaxEnv, the
+// end-to-end negative control of rule 2.
+const UnsafeUnchainedEnv = "SLUICE_UNSAFE_UNCHAINED"
 
 // UnsafeScalarMaxEnv, set to 1, switches the prefix-complete confirmed LSN
 // off (confirm max(acked) instead): the end-to-end negative control.
