@@ -1,5 +1,7 @@
 package catalog
 
+import "time"
+
 // Test knobs for the external test package.
 
 // SetNoFence removes the lease fence and the version barrier from the
@@ -10,10 +12,27 @@ func SetNoFence(c *Catalog, off bool) { c.noFence = off }
 // and its statements.
 func SetBeforeStatements(c *Catalog, f func()) { c.beforeStatements = f }
 
-// SetAlwaysRenew makes every publish renew the lease, not only when half
-// its TTL is gone.
-func SetAlwaysRenew(c *Catalog, on bool) { c.lazyRenew = !on }
+// SetNoWindow makes every publish and Pending read every pack against every
+// membership (a full sweep), as if the publish window did not exist.
+func SetNoWindow(c *Catalog, on bool) { c.noWindow = on }
+
+// SetNoSweep turns the publish window's periodic full sweep off (the
+// negative control of the stalled-indexer test).
+func SetNoSweep(c *Catalog, on bool) { c.noSweep = on }
+
+// ExpireSweep makes the publish window's full sweep due now, as if
+// sweepEvery had passed since the last one.
+func ExpireSweep(c *Catalog) {
+	c.pubMu.Lock()
+	c.sweptAt = time.Time{}
+	c.pubMu.Unlock()
+}
 
 // SetNoStaging makes Index read every pack in place, never through a
 // staging file (the baseline of BenchmarkIndexSmallPacks).
 func SetNoStaging(c *Catalog, off bool) { c.noStaging = off }
+
+// SetPublishSlack sets the publish window's slack (benchmarks that publish
+// far faster than the one-second production interval scale it down, so the
+// window spans as many publishes as in production).
+func SetPublishSlack(c *Catalog, d time.Duration) { c.slack = d }

@@ -204,3 +204,61 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// stalled runs the stalled-indexer scenario: after a first publish, pack
+// s2's inventory row is stamped ten minutes before it became visible (an
+// insert that stalled, or a server clock stepped back), so it falls outside
+// the publish window. It reports whether s2 was published once the full
+// sweep was due, and checks that the window alone left it out.
+func stalled(t *testing.T, conn catalog.Conn, sweep bool) bool {
+	ctx := t.Context()
+	c := newCatalog(t, conn)
+	catalog.SetNoSweep(c, !sweep)
+	store := openStore(t, "s1")
+	pack := func(id string, key int64) packstore.PackMeta {
+		return catalogtest.Write(t, store, catalogtest.Items, "shop1", id, []catalogtest.Row{catalogtest.Ins(uint64(100+key), 1, item(key, "shop1", nil))})
+	}
+	var l catalog.Lease
+	index(t, c, store, pack("s1", 1))
+	publish(t, c, &l, 0) // the first publish of a handle is a full sweep
+	index(t, c, store, pack("s2", 2))
+	if err := conn.Exec(ctx, "ALTER TABLE sluice_packs UPDATE indexed_at = indexed_at - 600000000 WHERE pack_id = 's2' SETTINGS mutations_sync = 2"); err != nil {
+		t.Fatal(err)
+	}
+	index(t, c, store, pack("s3", 3))
+	if s := publish(t, c, &l, 0); s.NewPacks != 1 {
+		t.Fatalf("windowed publish admitted %d packs, want 1 (s3; s2 is outside the window)", s.NewPacks)
+	}
+	catalog.ExpireSweep(c) // as if the sweep interval had passed
+	n, err := c.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := publish(t, c, &l, 0)
+	ids := map[int64]bool{}
+	for _, r := range readAll(t, c, "shop1", catalogtest.Items.Name, s.Version, 100, false) {
+		ids[int64(r["id"].(float64))] = true
+	}
+	if ids[2] && (n != 1 || s.NewPacks != 1) {
+		t.Errorf("s2 published with pending %d and new packs %d, want 1 and 1", n, s.NewPacks)
+	}
+	return ids[2]
+}
+
+func TestStalledIndexerPackIsPublished(t *testing.T) {
+	for _, be := range chtest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			if !stalled(t, be.Conn, true) {
+				t.Errorf("a pack outside the publish window was not published by the full sweep")
+			}
+		})
+	}
+}
+
+// TestStalledIndexerNegativeControl turns the full sweep off: the pack
+// outside the window is then never published (the test above would fail).
+func TestStalledIndexerNegativeControl(t *testing.T) {
+	if stalled(t, chtest.Conn(t), false) {
+		t.Fatalf("without the sweep the stalled pack was published anyway: the test would not catch a missing sweep")
+	}
+}

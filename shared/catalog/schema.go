@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,7 +20,7 @@ import (
 
 // SchemaVersion is the catalog schema this build creates and reads. A
 // catalog stamped with any other version is refused, never migrated.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Options configure a Catalog.
 type Options struct {
@@ -44,18 +45,23 @@ type Catalog struct {
 	// statements (the wedge test).
 	noFence          bool
 	beforeStatements func()
-	lazyRenew        bool // renew only when half the TTL is gone, not on every publish
 	noStaging        bool // read every pack in place (see stage.go)
 
 	// What the last publish read back (guarded by pubMu): the highest
-	// version claimed or published, and the server clock against the local
-	// monotonic clock.
-	pubMu     sync.Mutex
-	pubKnown  bool
-	pubTop    uint64
-	serverNow time.Time
-	localAt   time.Time
-	versions  map[uint64]bool // published versions seen by reads
+	// version claimed or published.
+	pubMu    sync.Mutex
+	pubKnown bool
+	pubTop   uint64
+	versions map[uint64]bool // published versions seen by reads
+	// The publish window (publish.go): the server-clock time of the last
+	// publish this handle made (microseconds, 0 = none yet), and when its
+	// last full sweep ran. Test knobs: noWindow makes every publish a sweep;
+	// noSweep turns the periodic sweep off (negative control).
+	lastPubAt int64
+	sweptAt   time.Time
+	noWindow  bool
+	noSweep   bool
+	slack     time.Duration // overrides publishSlack when > 0 (benchmarks)
 	// memberCache holds membership predicates of published versions (see
 	// members); bounded, cleared when full.
 	memberCache map[memberKey]string
@@ -321,11 +327,18 @@ func (c *Catalog) create(ctx context.Context) error {
 		"CREATE TABLE IF NOT EXISTS " + ident(n.watermark()) + ` (
 			version UInt64, publish_id String, published_at Int64, through_lsn UInt64, new_packs UInt64,
 			lease_id String, holder String) ENGINE = MergeTree ORDER BY (version, publish_id)`,
-		"CREATE TABLE IF NOT EXISTS " + ident(n.claims()) + ` (
-			version UInt64, claim_id String, claimed_at Int64) ENGINE = MergeTree ORDER BY (version, claim_id)`,
+		// The lease table also holds the version claims (a publish's renewal
+		// row carries its claim). It is coordination state, not data: an
+		// in-memory table, so a renewal and claim costs no part write (a
+		// MergeTree insert creates about ten files), bounded to its newest
+		// rows. Losing it (a server or engine restart) fails safe: every
+		// fence needs the caller's row at the head, so every holder stops,
+		// one acquires again, and the version barrier over the durable
+		// watermark keeps versions above every published one.
 		"CREATE TABLE IF NOT EXISTS " + ident(n.lease()) + ` (
-			term UInt64, lease_id String, holder String, acquired_at Int64, expires_at Int64)
-			ENGINE = MergeTree ORDER BY (term, lease_id)`,
+			term UInt64, lease_id String, holder String, acquired_at Int64, expires_at Int64,
+			version UInt64 DEFAULT 0, claim_id String DEFAULT '')
+			ENGINE = Memory SETTINGS max_rows_to_keep = ` + strconv.Itoa(leaseRowsKept),
 		"CREATE OR REPLACE VIEW " + ident(n.snapshots()) + " AS " + c.snapshotsSQL(),
 	}
 	for _, q := range ddl {
@@ -387,6 +400,7 @@ func (c *Catalog) Drop(ctx context.Context) error {
 	c.mu.Unlock()
 	c.pubMu.Lock()
 	c.pubKnown, c.pubTop, c.versions, c.memberCache = false, 0, nil, nil
+	c.lastPubAt, c.sweptAt = 0, time.Time{}
 	c.pubMu.Unlock()
 	return nil
 }

@@ -28,11 +28,13 @@ func TestSchemaRefusals(t *testing.T) {
 		damage []string // statements run on a populated catalog
 		want   string   // in the refusal
 	}{
-		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [1 99]"},
-		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (2, 0)"}, "stamped with schema version [2]"},
+		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [2 99]"},
+		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (3, 0)"}, "stamped with schema version [3]"},
+		// Version 1 kept the lease and the version claims in MergeTree tables.
+		{"previous stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (1, 0)"}, "stamped with schema version [1]"},
 		{"unstamped but not empty", []string{"TRUNCATE TABLE sluice_schema_version"}, "carries no schema stamp"},
 		{"no stamp table", []string{"DROP TABLE sluice_schema_version"}, "carries no schema stamp (sluice_schema_version is absent)"},
-		{"lacks a table", []string{"DROP TABLE sluice_version_claims"}, "lacks sluice_version_claims"},
+		{"lacks a table", []string{"DROP TABLE sluice_publisher_lease"}, "lacks sluice_publisher_lease"},
 		{"lacks a rows table", []string{"DROP VIEW `sluice_latest.public.items`", "DROP TABLE `sluice_rows.public.items`"}, "rows tables are missing: sluice_rows.public.items"},
 		{"inventory without membership", []string{"TRUNCATE TABLE sluice_manifest"}, "inventory without membership"},
 		{"inventory without rows", []string{"TRUNCATE TABLE `sluice_rows.public.items`"}, "inventory without rows"},

@@ -31,7 +31,6 @@ func (n names) tables() string    { return n.prefix + "_tables" }
 func (n names) packs() string     { return n.prefix + "_packs" }
 func (n names) manifest() string  { return n.prefix + "_manifest" }
 func (n names) watermark() string { return n.prefix + "_watermark" }
-func (n names) claims() string    { return n.prefix + "_version_claims" }
 func (n names) lease() string     { return n.prefix + "_publisher_lease" }
 func (n names) snapshots() string { return n.prefix + "_snapshots" }
 
@@ -44,7 +43,7 @@ func (n names) latest(table string) string { return n.prefix + "_latest." + tabl
 // fixedTables are the tables every catalog of this schema version holds,
 // in creation order (the stamp is created first but written last).
 func (n names) fixedTables() []string {
-	return []string{n.stamp(), n.tables(), n.packs(), n.manifest(), n.watermark(), n.claims(), n.lease()}
+	return []string{n.stamp(), n.tables(), n.packs(), n.manifest(), n.watermark(), n.lease()}
 }
 
 // chScalar is the catalog storage type of a scalar kind.
@@ -143,3 +142,14 @@ func withStructure(tf, structure string) (string, error) {
 	}
 	return tf[:len(tf)-1] + ", " + quote(structure) + ")", nil
 }
+
+// leaseRowsKept bounds the in-memory lease table (renewals, acquisitions
+// and version claims: one row per publish attempt, one per renewal) to its
+// newest rows, the head among them. Every read of the table scans it, and an
+// in-memory table keeps each one-row insert as its own block (measured on
+// chDB: about 10 µs per block per read), so the bound is small. What the
+// protocol reads is recent: the head, the rows of a contested term, and the
+// claims of a version during one publish attempt (tens of milliseconds,
+// while one publisher appends about one row a second). A row evicted early
+// can only make a fence fail (its claim is gone), never pass.
+const leaseRowsKept = 64
