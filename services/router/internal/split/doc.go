@@ -11,7 +11,15 @@
 //     (Resolve), never once per row. Bucket 0 collects unroutable rows (NULL,
 //     a value that makes no valid destination, an unlisted value in mode
 //     list with unlisted=dlq); dropped rows get no bucket;
-//  2. a stable counting sort of the row indices by bucket (the permutation);
+//  2. a stable counting sort of the row indices by bucket (the permutation).
+//     From 32K rows with more than one worker, steps 1 and 2 run in
+//     parallel over contiguous row chunks (assign.go): chunk-local hash
+//     tables, one serial merge over the distinct values only (buckets keep
+//     their first-appearance numbering, Resolve still runs once per
+//     distinct value), then every chunk writes its rows' buckets and new
+//     indices from its own cursors (chunk w's rows of a bucket follow chunk
+//     w-1's, so the sort stays stable). The result is identical to the
+//     serial pass (TestChunkedMatchesSerial);
 //  3. ONE take: every column is scattered with that permutation by a
 //     hand-written kernel per physical layout (fixed width, bool, binary and
 //     utf8 with 32- and 64-bit offsets, lists recursively; compute.Take for
@@ -47,8 +55,52 @@
 //     [16]byte copies do not); 16-byte chunk copies up to 64 bytes (uuid
 //     routing values) and an arena of distinct keys for the utf8 hash table
 //     showed no gain over the noise (both memory-bound), so were left out.
-//   - What remains serial: the routing-value hash pass (~8 ms per 1M int64
-//     rows, ~40 ms per 1M uuid strings) and the counting sort.
+//   - Since then, measured with BenchmarkSplitAB (the baseline and the split of
+//     the same batch alternately in one loop, so both see the same load;
+//     setBaseline switches the three changes below off):
+//   - Pooled buffers of 4 MiB or more ask for transparent huge pages
+//     (pool.go, huge_linux.go): a 10K-run scatter writes to every page of
+//     its output at once and, with 4 KiB pages, misses the TLB on nearly
+//     every write. Alone, at 1M rows x 10K destinations under load 11-15:
+//     CPU x0.86-0.99, wall x0.82-0.99; under heavier memory contention
+//     (load ~20, a soak test beside) x0.55-0.66. All three changes together
+//     at load 5-8: int64 CPU x0.79-0.97, wall x0.71-0.97; uuid CPU
+//     x0.91-1.03, wall x0.79-0.99; 100K rows x 1K destinations within the
+//     noise (CPU x0.93-1.03). In isolation a 12 MB utf8
+//     scatter over 10K runs took 10.7-11.6 ms on 4 KiB pages and 7.7-8.2 ms
+//     on huge pages.
+//   - The routing-value hash pass (~8 ms per 1M int64 rows, ~40 ms per 1M
+//     uuid strings) and the counting sort ran serial before the take; from
+//     32K rows they run chunked across the workers (assign.go). That cuts
+//     wall time only when a second core is idle: it costs 3-7% more CPU
+//     (every chunk builds its own table of the distinct values), and on
+//     this shared machine under load 11-15 it measured wall x1.03-1.09.
+//     serialAssign switches it off.
+//   - The list kernel's per-element scratch (2 x 4 bytes per child element)
+//     comes from a sync.Pool instead of two zeroed 4 MB slices per list
+//     column per batch: alone, CPU x0.89-0.90 under load.
+//   - Measured and rejected (same-process A/B, best of 15, one thread): a
+//     flat list<leaf> kernel moving each row's child bytes, offsets and
+//     validity as ranges in one pass (no per-element permutation): no
+//     faster on text[] (35-42 vs 32-49 ms per 1M rows), slower on
+//     mostly-NULL lists until empty rows were skipped, then equal; copying
+//     utf8 values as one 32-byte store, as 8-byte chunks, or with 16-byte
+//     stores only: within the noise of the 16/32 split; bytes gathered in
+//     output order (sequential writes, random reads): 27 vs 15-17 ms; a
+//     two-pass radix scatter (128 groups, then runs): no faster for fixed
+//     width (1.8 vs 1.7 ms), 2x slower for utf8.
+//   - The floor: the wide batch has ~25 random write streams per row (8
+//     fixed-width columns, ~6 validity bitmaps, offsets and bytes of 3
+//     variable-width columns, list offsets and child elements). Per 1M rows
+//     and 10K runs, on one thread, a fixed-width stream costs ~1.8 ms and a
+//     short utf8 value stream ~8-12 ms (each 16-32-byte store lands on a
+//     line its run has not touched yet, and half of them span two lines):
+//     ~100-110 ms for the take of the wide batch, so ~55 ms on two idle
+//     cores plus the assignment (~5 ms int64 chunked, ~20 ms uuid). About
+//     60 ms is this design's floor here, reachable only with both cores
+//     free; going lower means moving fewer bytes (the encoder gathering
+//     each part straight from the input instead of from a permuted batch),
+//     not a faster scatter.
 //   - Memory: the permuted batch is allocated from the injected
 //     memory.Allocator; Result.Release frees it once every part is released
 //     (parts are slices of it and hold references).

@@ -24,6 +24,18 @@ type Pool struct {
 	limit  int64
 }
 
+// poolHugePages asks the kernel to back new pooled buffers of hugeMin bytes
+// or more with transparent huge pages (adviseHuge). The take writes each
+// column to thousands of scattered runs at once; with 4 KiB pages nearly
+// every write of a 10K-run take misses the TLB, and on a loaded machine
+// the page walks miss the caches too. Off: the benchmark's baseline.
+var poolHugePages = true
+
+// hugeMin is the smallest buffer worth huge pages: it spans at least one
+// whole 2 MiB page wherever it starts. A variable so that tests can put
+// small buffers through adviseHuge too.
+var hugeMin = 4 << 20
+
 const (
 	minClass  = 12 // 4 KiB
 	maxClass  = 34 // 16 GiB: larger requests are not pooled
@@ -61,7 +73,11 @@ func (p *Pool) Allocate(size int) []byte {
 		return b[:size]
 	}
 	p.mu.Unlock()
-	return alignedMake(1 << c)[:size]
+	b := alignedMake(1 << c)
+	if poolHugePages && len(b) >= hugeMin {
+		adviseHuge(b)
+	}
+	return b[:size]
 }
 
 // Reallocate grows b to size, in place when its capacity allows.

@@ -243,6 +243,51 @@ func assignStrings(a *assigner, arr *array.String, ids []int32) {
 	}
 }
 
+// assignSerial is the one-pass routing and counting sort (small batches,
+// one worker, and the benchmark's baseline): it fills a.counts, ids (bucket
+// per row, the dropped rows' run for dropped rows) and inv (each row's index
+// after the stable sort by bucket) and returns the buckets' first new rows.
+func (s *Splitter) assignSerial(a *assigner, routing arrow.Array, rec arrow.RecordBatch, cols columns, ids, inv []int32) []int {
+	switch col := routing.(type) {
+	case *array.Int16:
+		assignInts(a, col, col.Int16Values(), ids)
+	case *array.Int32:
+		assignInts(a, col, col.Int32Values(), ids)
+	case *array.Int64:
+		assignInts(a, col, col.Int64Values(), ids)
+	case *array.String:
+		assignStrings(a, col, ids)
+	}
+	if unsafeMoveOutFollowsPair {
+		breakIsolation(rec, cols, ids, a)
+	}
+	// Stable counting sort of row indices by bucket: inv[i] is row i's new
+	// index. Dropped rows go after every bucket (and are never sliced), so
+	// inv is a bijection on [0, n) and the take needs no per-row branch.
+	starts := make([]int, len(a.counts))
+	total := 0
+	for b, c := range a.counts {
+		starts[b] = total
+		total += c
+	}
+	cur := make([]int, len(starts))
+	copy(cur, starts)
+	dropAt := total
+	dropRun := int32(len(starts)) // the dropped rows' run, after every bucket
+	for i, b := range ids {
+		q := dropAt
+		if b >= 0 {
+			q = cur[b]
+			cur[b]++
+		} else {
+			dropAt++
+			ids[i] = dropRun
+		}
+		inv[i] = int32(q)
+	}
+	return starts
+}
+
 func (s *Splitter) getScratch(n int) *[]int32 {
 	if p, ok := s.scratch.Get().(*[]int32); ok && cap(*p) >= n {
 		*p = (*p)[:n]
@@ -263,53 +308,29 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 	res := &Result{Rows: n}
 	a := newAssigner(s.resolve, cols.routingName)
 
+	routing := rec.Column(cols.routing)
+	switch routing.(type) {
+	case *array.Int16, *array.Int32, *array.Int64, *array.String:
+	default:
+		return nil, fmt.Errorf("%w: column %s is %s (want int16, int32, int64 or utf8)", ErrRoutingType, cols.routingName, routing.DataType())
+	}
 	idsp := s.getScratch(n)
 	defer s.scratch.Put(idsp)
 	ids := *idsp
-	switch col := rec.Column(cols.routing).(type) {
-	case *array.Int16:
-		assignInts(a, col, col.Int16Values(), ids)
-	case *array.Int32:
-		assignInts(a, col, col.Int32Values(), ids)
-	case *array.Int64:
-		assignInts(a, col, col.Int64Values(), ids)
-	case *array.String:
-		assignStrings(a, col, ids)
-	default:
-		return nil, fmt.Errorf("%w: column %s is %s (want int16, int32, int64 or utf8)", ErrRoutingType, cols.routingName, col.DataType())
-	}
-	res.Dropped = a.dropped
-	res.Reasons = a.reasons
-	if unsafeMoveOutFollowsPair {
-		breakIsolation(rec, cols, ids, a)
-	}
-
-	// Stable counting sort of row indices by bucket: inv[i] is row i's new
-	// index. Dropped rows go after every bucket (and are never sliced), so
-	// inv is a bijection on [0, n) and the take needs no per-row branch.
-	starts := make([]int, len(a.counts))
-	total := 0
-	for b, c := range a.counts {
-		starts[b] = total
-		total += c
-	}
 	invp := s.getScratch(n)
 	defer s.scratch.Put(invp)
 	inv := *invp
-	cur := make([]int, len(starts))
-	copy(cur, starts)
-	dropAt := total
-	dropRun := int32(len(starts)) // the dropped rows' run, after every bucket
-	for i, b := range ids {
-		q := dropAt
-		if b >= 0 {
-			q = cur[b]
-			cur[b]++
-		} else {
-			dropAt++
-			ids[i] = dropRun
-		}
-		inv[i] = int32(q)
+	var starts []int
+	if nc := s.chunksFor(n); nc > 0 {
+		starts = s.assignChunked(a, routing, rec, cols, ids, inv, nc)
+	} else {
+		starts = s.assignSerial(a, routing, rec, cols, ids, inv)
+	}
+	res.Dropped = a.dropped
+	res.Reasons = a.reasons
+	total := 0
+	for _, c := range a.counts {
+		total += c
 	}
 	runs := make([]int32, len(starts)+1)
 	for b, st := range starts {

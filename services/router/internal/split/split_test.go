@@ -312,16 +312,37 @@ func countOp(gr []genRow, op int8) int {
 }
 
 func TestSplitProperty(t *testing.T) {
+	iters := 30
+	if testing.Short() {
+		iters = 15
+	}
+	splitProperty(t, iters)
+}
+
+// TestSplitPropertyChunked runs the property test with the chunked
+// assignment forced on every batch, 1 to 7 chunks: chunk boundaries fall
+// everywhere, also between a move-out row and its pair.
+func TestSplitPropertyChunked(t *testing.T) {
+	chunks, iters := []int{2, 7}, 10 // 1 chunk: TestChunkedMatchesSerial
+	if testing.Short() {
+		chunks, iters = []int{3}, 8
+	}
+	for _, c := range chunks {
+		t.Run(fmt.Sprintf("chunks=%d", c), func(t *testing.T) {
+			forceChunks = c
+			defer func() { forceChunks = 0 }()
+			splitProperty(t, iters)
+		})
+	}
+}
+
+func splitProperty(t *testing.T, iters int) {
 	types := []arrow.DataType{arrow.PrimitiveTypes.Int16, arrow.PrimitiveTypes.Int32, arrow.PrimitiveTypes.Int64, arrow.BinaryTypes.String}
 	listRes, err := List(map[string]string{"1": "one", "2": "one", "shop1": "s1", "": "empty"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dropRes, _ := List(map[string]string{"1": "one", "shop1": "s1"}, true)
-	iters := 30
-	if testing.Short() {
-		iters = 15
-	}
 	for _, typ := range types {
 		t.Run(typ.String(), func(t *testing.T) {
 			// Half the iterations allocate from a Pool shared across
@@ -489,6 +510,16 @@ func TestSplitRefusesBadBatches(t *testing.T) {
 // move-out row follows its paired row to the new destination, the classic
 // bug) and shows the property check catches it.
 func TestSplitIsolationNegativeControl(t *testing.T) {
+	for _, c := range []int{0, 3} {
+		t.Run(fmt.Sprintf("chunks=%d", c), func(t *testing.T) {
+			forceChunks = c
+			defer func() { forceChunks = 0 }()
+			isolationNegativeControl(t)
+		})
+	}
+}
+
+func isolationNegativeControl(t *testing.T) {
 	unsafeMoveOutFollowsPair = true
 	defer func() { unsafeMoveOutFollowsPair = false }()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())

@@ -83,8 +83,12 @@ type bslot struct {
 	val        int32
 }
 
-func newBytesTable(data []byte) *bytesTable {
-	return &bytesTable{seed: maphash.MakeSeed(), data: data, slots: make([]bslot, minSlots), mask: minSlots - 1}
+func newBytesTable(data []byte) *bytesTable { return newBytesTableSeed(data, maphash.MakeSeed()) }
+
+// newBytesTableSeed returns a table hashing with seed: tables that share a
+// seed can share hashes (the chunked assignment's merge).
+func newBytesTableSeed(data []byte, seed maphash.Seed) *bytesTable {
+	return &bytesTable{seed: seed, data: data, slots: make([]bslot, minSlots), mask: minSlots - 1}
 }
 
 func (t *bytesTable) hash(v []byte) uint64 { return maphash.Bytes(t.seed, v) }

@@ -3,6 +3,7 @@ package split
 import (
 	"context"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -37,6 +38,33 @@ func take(mem memory.Allocator, arr arrow.Array, inv []int32, st streams) (arrow
 	}
 	defer data.Release()
 	return array.MakeFromData(data), nil
+}
+
+// int32s pools the list kernel's per-element scratch (*[]int32).
+var int32s sync.Pool
+
+// pooledScratch reuses the list kernel's scratch across batches; off: the
+// benchmark's baseline (a fresh slice per list column per batch).
+var pooledScratch = true
+
+// getInt32s returns a scratch slice of n int32s, not zeroed.
+func getInt32s(n int) *[]int32 {
+	if !pooledScratch {
+		b := make([]int32, n)
+		return &b
+	}
+	if p, ok := int32s.Get().(*[]int32); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	b := make([]int32, n)
+	return &b
+}
+
+func putInt32s(p *[]int32) {
+	if pooledScratch {
+		int32s.Put(p)
+	}
 }
 
 func newBuf(mem memory.Allocator, size int) *memory.Buffer {
@@ -290,8 +318,14 @@ func scatterList[O int32 | int64](mem memory.Allocator, offs []O, child arrow.Ar
 	// Child elements [offs[0], offs[n]) move with their rows.
 	base := offs[0]
 	m := int(offs[n] - base)
-	childInv := make([]int32, m)
-	cst.ids = make([]int32, m)
+	// Both are written whole below (the rows' element ranges tile [0, m)),
+	// so they come unzeroed from the scratch pool: fresh 4 MB slices per
+	// list column per batch cost their zeroing and the collector's time.
+	invp, idsp := getInt32s(m), getInt32s(m)
+	defer putInt32s(invp)
+	defer putInt32s(idsp)
+	childInv := *invp
+	cst.ids = *idsp
 	ids := st.ids[:n]
 	offs = offs[:n+1]
 	for k, q := range inv {
