@@ -110,6 +110,9 @@ func run(b *testing.B, tenants int) result {
 		b.Fatal(err)
 	}
 	settings := kit.Settings{FlushInterval: "1s", PublisherInterval: "200ms", Partitions: 16, LogLevel: "warn"}
+	// SLUICE_BENCH_ENV: space-separated KEY=VALUE pairs for the sluice
+	// processes (e.g. SLUICE_TELEMETRY_LOG_LEVEL=debug).
+	settings.Env = append(settings.Env, strings.Fields(os.Getenv("SLUICE_BENCH_ENV"))...)
 	if os.Getenv("SLUICE_BENCH_PPROF") != "" {
 		// Profile a run: go tool pprof <server>/debug/pprof/profile
 		settings.Env = append(settings.Env, "SLUICE_HTTP_PPROF=true")

@@ -308,8 +308,11 @@ func (m *Manager) advance(ctx context.Context, job *flushJob) error {
 	d := job.d
 	m.mu.Lock()
 	if !d.part.seeded {
+		// Not settled: a message pending elsewhere may sit below the
+		// target. The pack is durable and the flush commits; a later
+		// flush advances the cursor once the partition is settled.
 		m.mu.Unlock()
-		return fmt.Errorf("advancing cursor %s: %w", d.name, ErrUnseeded)
+		return nil
 	}
 	target := m.cursorTargetLocked(job)
 	cur := d.cursor

@@ -190,7 +190,10 @@ func (m *Manager) advanceGroup(ctx context.Context, jobs []*flushJob, errs []err
 			continue
 		}
 		d := job.d
-		if !ok || !d.part.seeded || m.advanceFault != nil {
+		if !d.part.seeded {
+			continue // refuses to advance until settled (the flush still commits)
+		}
+		if !ok || m.advanceFault != nil {
 			slow[i] = true
 			continue
 		}

@@ -218,7 +218,10 @@ func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
 		return false, fmt.Errorf("opening consumer of partition %d: %w", id, err)
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	p := &part{id: id, lease: l, seeded: true, loaded: loaded, cons: cons, dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{})}
+	p := &part{id: id, lease: l, loaded: loaded, cons: cons, dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{})}
+	if m.noSettle {
+		p.seeded = true
+	}
 	m.mu.Lock()
 	m.parts[id] = p
 	m.m.ownedPartitions.Set(float64(len(m.parts)))
@@ -228,6 +231,44 @@ func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
 	go func() { defer m.fetchers.Done(); m.fetchLoop(fctx, p) }()
 	return true, nil
 }
+
+// settle seeds p once no message of its consumer is unacked elsewhere: a
+// previous owner that died (or a fetch it abandoned) leaves messages
+// ack-pending until AckWait, invisible to this owner's pending set, and a
+// cursor advanced meanwhile could pass them (rule 3). The consumer's
+// ack-pending count includes everything delivered to this owner too, and
+// a message this owner tracks is never acked without leaving its pending
+// set first, so once the count is at most the messages tracked here,
+// nothing is pending elsewhere. A fetch in flight only makes the count
+// larger (seeding later, never early). Called from the fetch loop.
+func (m *Manager) settle(ctx context.Context, p *part) {
+	m.mu.Lock()
+	due := !p.seeded && time.Since(p.checkedAt) >= settleEvery
+	if due {
+		p.checkedAt = time.Now()
+	}
+	m.mu.Unlock()
+	if !due {
+		return
+	}
+	info, err := p.cons.Info(ctx)
+	if err != nil {
+		return // retried at the next check
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tracked := 0
+	for _, d := range p.dests {
+		tracked += len(d.pending)
+	}
+	if info.NumAckPending <= tracked && !p.lost {
+		p.seeded = true
+		m.log.Info("partition settled: its cursors advance", "partition", p.id, "ack_pending", info.NumAckPending)
+	}
+}
+
+// settleEvery is how often an unseeded partition asks its consumer.
+const settleEvery = 250 * time.Millisecond
 
 // releasePartition stops fetching p, flushes its buffers, then releases
 // its lease.
