@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
 	"github.com/sluice-cdc/sluice/shared/config"
 )
 
@@ -46,40 +48,60 @@ type apiError struct {
 func (e *apiError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Status, e.Msg) }
 
 func (c *client) get(ctx context.Context, path string, q url.Values, out any) error {
+	return c.do(ctx, http.MethodGet, path, q, nil, out)
+}
+
+// do calls the API: method on path?q with body (JSON-encoded when not nil),
+// the bearer token when set and, on anything but GET, the client header
+// the API requires of state-changing calls. A 200 answer is decoded into
+// out (or copied raw into a *[]byte); any other is an *apiError.
+func (c *client) do(ctx context.Context, method, path string, q url.Values, body, out any) error {
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if method != http.MethodGet {
+		req.Header.Set(api.ClientHeader, "sluice-cli")
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("calling %s: %w (is `sluice dev` running?)", c.base, err)
+		return fmt.Errorf("calling %s: %w (is the pipeline running?)", c.base, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		var e api.Error
+		if json.Unmarshal(rb, &e) == nil && e.Error != "" {
 			return &apiError{resp.StatusCode, e.Error}
 		}
-		return &apiError{resp.StatusCode, strings.TrimSpace(string(body))}
+		return &apiError{resp.StatusCode, strings.TrimSpace(string(rb))}
 	}
 	if raw, ok := out.(*[]byte); ok {
-		*raw = body
+		*raw = rb
 		return nil
 	}
-	if err := json.Unmarshal(body, out); err != nil {
+	if err := json.Unmarshal(rb, out); err != nil {
 		return fmt.Errorf("decoding %s: %w", path, err)
 	}
 	return nil

@@ -5,7 +5,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -203,40 +202,7 @@ func isTerminal(f *os.File) bool {
 	return err != nil || !os.SameFile(fi, null)
 }
 
-// postJSON posts body to path (with the client header and the token) and
-// decodes the answer into out.
+// postJSON posts body to path and decodes the answer into out.
 func (c *client) postJSON(ctx context.Context, path string, body, out any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(api.ClientHeader, "sluice-cli")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("calling %s: %w (is the pipeline running?)", c.base, err)
-	}
-	defer resp.Body.Close()
-	rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e api.Error
-		if json.Unmarshal(rb, &e) == nil && e.Error != "" {
-			return &apiError{resp.StatusCode, e.Error}
-		}
-		return &apiError{resp.StatusCode, string(bytes.TrimSpace(rb))}
-	}
-	if err := json.Unmarshal(rb, out); err != nil {
-		return fmt.Errorf("decoding %s: %w", path, err)
-	}
-	return nil
+	return c.do(ctx, http.MethodPost, path, nil, body, out)
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -384,38 +383,7 @@ func dlqHint(err error) error {
 	return err
 }
 
-// send is client.get for POST and DELETE.
+// send is client.do without a body, with the dead-letter API's hint.
 func (c *client) send(ctx context.Context, method, path string, q url.Values, out any) error {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	req.Header.Set(api.ClientHeader, "sluice-cli")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("calling %s: %w (is the pipeline running?)", c.base, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e api.Error
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return dlqHint(&apiError{resp.StatusCode, e.Error})
-		}
-		return dlqHint(&apiError{resp.StatusCode, string(bytes.TrimSpace(body))})
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("decoding %s: %w", path, err)
-	}
-	return nil
+	return dlqHint(c.do(ctx, method, path, q, nil, out))
 }
