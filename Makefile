@@ -45,6 +45,7 @@ bench: libchdb
 	$(GO) test -run '^$$' -bench 'Reader' -benchtime 1x -timeout 30m ./services/reader/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'Split' -benchtime 10x -count 3 -benchmem ./services/router/internal/split/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'Fanout' -benchtime 1x -timeout 30m ./services/flusher/internal/delivery/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'PutMany' -benchtime 5x -count 2 ./shared/packstore/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench '.' -benchtime 20x ./shared/catalog/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -timeout 60m ./test/bench/ | tee -a bench.out
 
