@@ -40,6 +40,7 @@ import (
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/natsx"
 )
 
 // Deps is what the publisher needs.
@@ -77,6 +78,8 @@ type Publisher struct {
 	latency   prometheus.Histogram
 	publishes prometheus.Counter
 	through   prometheus.Gauge
+	trimmed   *prometheus.CounterVec
+	trimmedAt time.Time
 
 	mu     sync.Mutex // guards status
 	status Status
@@ -113,6 +116,8 @@ func New(cfg config.Config, deps Deps) (*Publisher, error) {
 		latency: register(deps.Metrics, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_publisher_publish_seconds",
 			Help: "Time to publish one snapshot, lease renewal included.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})),
 		publishes: register(deps.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_publisher_publishes_total", Help: "Snapshots published."})),
+		trimmed: register(deps.Metrics, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_publisher_trimmed_messages_total",
+			Help: "Messages purged from the data streams once every consumer acked them."}, []string{"stream"})),
 		through: register(deps.Metrics, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_publisher_through_lsn_bytes",
 			Help: "through_lsn of the latest published snapshot, as a WAL byte position."})),
 	}
@@ -159,6 +164,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	p.log.Info("publisher started", "holder", p.holder, "interval", p.cfg.Publisher.Interval)
 	ttl := p.cfg.Publisher.LeaseTTL
+	p.trimmedAt = time.Now() // the first trim one trimEvery after start
 	var lease catalog.Lease
 	held := false
 	tick := time.NewTicker(p.cfg.Publisher.Interval)
@@ -187,6 +193,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			}
 		}
 		if held {
+			p.trim(ctx)
 			through, err := p.fr.Step(ctx)
 			if err != nil && ctx.Err() == nil {
 				p.log.Debug("sampling frontier", "err", err)
@@ -275,4 +282,37 @@ func (p *Publisher) publish(ctx context.Context, l catalog.Lease, ttl time.Durat
 		s.LeaseTerm, s.LastError = res.Lease.Term, ""
 	})
 	return res, nil
+}
+
+// trimEvery is how often the active publisher trims the data streams.
+const trimEvery = 10 * time.Second
+
+// trim purges the acknowledged prefix of CHANGES, ROUTED and PACKS (see
+// natsx.Trim), at most every trimEvery; only the lease holder does it.
+func (p *Publisher) trim(ctx context.Context) {
+	if time.Since(p.trimmedAt) < trimEvery {
+		return
+	}
+	p.trimmedAt = time.Now()
+	flushers := make([]string, p.cfg.Delivery.Partitions)
+	for i := range flushers {
+		flushers[i] = proto.ConsumerFlusher(i)
+	}
+	for _, t := range []struct {
+		stream   string
+		required []string
+	}{
+		{proto.StreamChanges, []string{proto.ConsumerRouter}},
+		{proto.StreamRouted, flushers},
+		{proto.StreamPacks, []string{proto.ConsumerIndexer}},
+	} {
+		n, err := natsx.Trim(ctx, p.deps.JS, t.stream, t.required)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("trimming stream", "stream", t.stream, "err", err)
+			}
+			continue
+		}
+		p.trimmed.WithLabelValues(t.stream).Add(float64(n))
+	}
 }

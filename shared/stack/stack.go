@@ -55,7 +55,24 @@ type Stack struct {
 	Packs    packstore.Store
 	HTTP     *httpx.Server
 
+	natsURL string
 	closers []func(context.Context) error
+}
+
+// Connect opens another NATS connection for one service of a process that
+// hosts several (sluice dev): a connection is one socket, one reader
+// goroutine in the server and one async-publish window in the client, and
+// five services sharing one serialise behind each other (at 1,000 tenants
+// the router's publishes, the flusher's acks and pack events and the
+// indexer's acks all queued on it). It is drained at Close, before the
+// embedded server stops.
+func (s *Stack) Connect(ctx context.Context, service string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, js, err := natsx.Connect(ctx, s.Cfg.NATS, s.natsURL, "sluice-"+service)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting %s to NATS: %w", service, err)
+	}
+	s.closers = append(s.closers, func(context.Context) error { return nc.Drain() })
+	return nc, js, nil
 }
 
 // Open opens what needs asks for. On error everything opened so far is
@@ -94,6 +111,7 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 		s.closers = append(s.closers, func(context.Context) error { ns.Shutdown(); ns.WaitForShutdown(); return nil })
 		url = ns.ClientURL()
 	}
+	s.natsURL = url
 	nc, js, err := natsx.Connect(ctx, cfg.NATS, url, "sluice-"+service)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS: %w", err)

@@ -20,37 +20,46 @@ import (
 	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
-func buildComponents(cfg config.Config, st *stack.Stack, names []string) ([]stack.Component, error) {
+func buildComponents(ctx context.Context, cfg config.Config, st *stack.Stack, names []string) ([]stack.Component, error) {
 	var out []stack.Component
 	for _, name := range names {
 		var c stack.Component
+		// One NATS connection per service when a process hosts several
+		// (see stack.Connect).
+		nc, js := st.NC, st.JS
+		if len(names) > 1 {
+			var err error
+			if nc, js, err = st.Connect(ctx, name); err != nil {
+				return nil, err
+			}
+		}
 		switch name {
 		case "reader":
-			r, err := reader.New(cfg, reader.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "reader"), Metrics: st.Registry, State: st.State})
+			r, err := reader.New(cfg, reader.Deps{JS: js, Log: telemetry.NewLogger(cfg.Telemetry, "reader"), Metrics: st.Registry, State: st.State})
 			if err != nil {
 				return nil, fmt.Errorf("starting the reader: %w", err)
 			}
 			c = stack.Component{Name: name, Run: r.Run, Status: func() any { return r.Status() }}
 		case "router":
-			r, err := router.New(cfg, router.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "router"), Metrics: st.Registry, Pool: st.State})
+			r, err := router.New(cfg, router.Deps{JS: js, Log: telemetry.NewLogger(cfg.Telemetry, "router"), Metrics: st.Registry, Pool: st.State})
 			if err != nil {
 				return nil, fmt.Errorf("starting the router: %w", err)
 			}
 			c = stack.Component{Name: name, Run: r.Run, Status: func() any { return r.Status() }}
 		case "flusher":
-			f, err := flusher.New(cfg, flusher.Deps{JS: st.JS, NC: st.NC, Log: telemetry.NewLogger(cfg.Telemetry, "flusher"), Metrics: st.Registry, Pool: st.State, Store: st.Packs})
+			f, err := flusher.New(cfg, flusher.Deps{JS: js, NC: nc, Log: telemetry.NewLogger(cfg.Telemetry, "flusher"), Metrics: st.Registry, Pool: st.State, Store: st.Packs})
 			if err != nil {
 				return nil, fmt.Errorf("starting the flusher: %w", err)
 			}
 			c = stack.Component{Name: name, Run: f.Run, Status: func() any { return f.Status() }}
 		case "indexer":
-			i, err := indexer.New(cfg, indexer.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "indexer"), Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs})
+			i, err := indexer.New(cfg, indexer.Deps{JS: js, Log: telemetry.NewLogger(cfg.Telemetry, "indexer"), Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs})
 			if err != nil {
 				return nil, fmt.Errorf("starting the indexer: %w", err)
 			}
 			c = stack.Component{Name: name, Run: i.Run, Status: func() any { return i.Status() }}
 		case "publisher":
-			p, err := publisher.New(cfg, publisher.Deps{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, "publisher"), Metrics: st.Registry, Catalog: st.Catalog})
+			p, err := publisher.New(cfg, publisher.Deps{JS: js, Log: telemetry.NewLogger(cfg.Telemetry, "publisher"), Metrics: st.Registry, Catalog: st.Catalog})
 			if err != nil {
 				return nil, fmt.Errorf("starting the publisher: %w", err)
 			}

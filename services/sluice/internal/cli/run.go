@@ -97,7 +97,7 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	}
 	defer st.Close(context.Background())
 
-	comps, err := buildComponents(cfg, st, names)
+	comps, err := buildComponents(ctx, cfg, st, names)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,64 @@
+package natsx
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Trim removes the acknowledged prefix of a stream. The data streams keep
+// messages by limits (max_age, max_bytes) and refuse publishes when full,
+// so without trimming a pipeline that moves more than max_bytes within
+// max_age stops (a 30-minute soak filled 2 GiB and stalled). A message may
+// go once every consumer that will ever read it has acked it: Trim purges
+// below the lowest first-unacked sequence among the required consumers,
+// and does nothing while any of them does not exist yet (its messages
+// wait for it: a flusher creates its partition's consumer when it first
+// claims the partition). A consumer with nothing pending and nothing
+// awaiting ack has acked everything up to the last sequence, which is
+// sampled before the consumers. The last message is always kept: the
+// reader chains publishes on the last message id. It returns how many
+// messages it purged.
+func Trim(ctx context.Context, js jetstream.JetStream, stream string, required []string) (uint64, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("trimming %s: %w", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("trimming %s: %w", stream, err)
+	}
+	last := info.State.LastSeq
+	floor := last
+	seen := 0
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		if !slices.Contains(required, ci.Name) {
+			continue
+		}
+		seen++
+		if ci.NumPending == 0 && ci.NumAckPending == 0 {
+			continue
+		}
+		floor = min(floor, ci.AckFloor.Stream+1)
+	}
+	if err := l.Err(); err != nil {
+		return 0, fmt.Errorf("trimming %s: listing consumers: %w", stream, err)
+	}
+	if seen < len(required) && !trimUnsafeAnyConsumers {
+		return 0, nil
+	}
+	if floor <= info.State.FirstSeq {
+		return 0, nil
+	}
+	if err := s.Purge(ctx, jetstream.WithPurgeSequence(floor)); err != nil {
+		return 0, fmt.Errorf("trimming %s below %d: %w", stream, floor, err)
+	}
+	return floor - info.State.FirstSeq, nil
+}
+
+// trimUnsafeAnyConsumers trims without waiting for every required consumer
+// to exist: the negative control of TestTrimWaitsForEveryConsumer.
+var trimUnsafeAnyConsumers bool
