@@ -108,7 +108,7 @@ func TestSoakOneProcess(t *testing.T) {
 // It runs with `make soak` (SLUICE_SOAK_DURATION set) or SLUICE_SOAK_MULTI=1,
 // not in the default suite: it finds a rule-6 defect — one 100 KB TOAST
 // value in ~30,000 rows read back NULL (3 of 3 runs before the flusher's
-// same-position fix, then 1 of 5 after it: public.wl_docs key t001|163 in
+// same-position fix, then 1 of 6 after it: public.wl_docs key t001|163 in
 // a run with a catalog kill and a Postgres crash and no broker restart).
 // The assertion is unchanged; the cause is open.
 func TestSoakMultiProcess(t *testing.T) {
