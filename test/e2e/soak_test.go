@@ -108,9 +108,10 @@ func TestSoakOneProcess(t *testing.T) {
 // It runs with `make soak` (SLUICE_SOAK_DURATION set) or SLUICE_SOAK_MULTI=1,
 // not in the default suite: it finds a rule-6 defect — one 100 KB TOAST
 // value in ~30,000 rows read back NULL (3 of 3 runs before the flusher's
-// same-position fix, then 1 of 6 after it: public.wl_docs key t001|163 in
-// a run with a catalog kill and a Postgres crash and no broker restart).
-// The assertion is unchanged; the cause is open.
+// same-position fix, 2 of 8 after it, both public.wl_docs.body; one of the
+// two runs killed no reader and no flusher: only the catalog host,
+// indexers and publishers, broker restarts and the Postgres crash). The
+// assertion is unchanged; the cause is open.
 func TestSoakMultiProcess(t *testing.T) {
 	if os.Getenv("SLUICE_SOAK_DURATION") == "" && os.Getenv("SLUICE_SOAK_MULTI") == "" {
 		t.Skip("multi-process soak: run with make soak (or SLUICE_SOAK_MULTI=1); see the open rule-6 defect in the test's doc")
