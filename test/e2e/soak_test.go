@@ -108,7 +108,7 @@ func TestSoakOneProcess(t *testing.T) {
 // It runs with `make soak` (SLUICE_SOAK_DURATION set) or SLUICE_SOAK_MULTI=1,
 // not in the default suite: it finds a rule-6 defect — one 100 KB TOAST
 // value in ~30,000 rows read back NULL (3 of 3 runs before the flusher's
-// same-position fix, 2 of 8 after it, both public.wl_docs.body; one of the
+// same-position fix, 2 of 7 after it, both public.wl_docs.body; one of the
 // two runs killed no reader and no flusher: only the catalog host,
 // indexers and publishers, broker restarts and the Postgres crash). The
 // assertion is unchanged; the cause is open.
