@@ -132,7 +132,7 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 		if err != nil {
 			return st, err
 		}
-		stmts, files, err := c.groupSQL(ctx, store, plan, g.packs)
+		stmts, files, err := c.groupSQL(store, plan, g.packs)
 		if err != nil {
 			return st, err
 		}

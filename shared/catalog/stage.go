@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -193,7 +192,7 @@ func stageable(p PackRef, first *arrow.Schema) bool {
 
 // groupSQL returns the statements that insert the rows of one group, and
 // the staging files to remove once they ran.
-func (c *Catalog) groupSQL(ctx context.Context, store packstore.Store, plan insertPlan, packs []PackRef) (stmts, files []string, err error) {
+func (c *Catalog) groupSQL(store packstore.Store, plan insertPlan, packs []PackRef) (stmts, files []string, err error) {
 	dir := c.stagingDir()
 	var staged, direct []PackRef
 	var first *arrow.Schema
@@ -227,6 +226,5 @@ func (c *Catalog) groupSQL(ctx context.Context, store packstore.Store, plan inse
 		}
 		stmts = append(stmts, qs...)
 	}
-	_ = ctx
 	return stmts, files, nil
 }

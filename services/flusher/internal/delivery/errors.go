@@ -3,9 +3,6 @@ package delivery
 import "errors"
 
 var (
-	// ErrUnseeded: a cursor write for a partition whose cursors were not
-	// loaded since it was claimed is refused.
-	ErrUnseeded = errors.New("partition cursors not seeded")
 	// ErrPartitionLost: the partition's lease was lost; the flush is dropped
 	// without acking anything.
 	ErrPartitionLost = errors.New("partition lease lost")
