@@ -23,7 +23,9 @@
 // (Nats-Msg-Id), and MaxMsgSize = nats.max_payload. Limits retention rather
 // than work-queue is deliberate: the publisher reads back the message at a
 // consumer's ack floor to compute the snapshot frontier (ARCHITECTURE.md,
-// Frontiers).
+// Frontiers). Trim (run by the active publisher) purges what every
+// required consumer has acked, keeping each ack-floor message and the
+// last one, so the streams hold their backlog rather than max_bytes.
 //
 // # Error classification (Consume)
 //

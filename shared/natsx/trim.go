@@ -13,8 +13,10 @@ import (
 // so without trimming a pipeline that moves more than max_bytes within
 // max_age stops (a 30-minute soak filled 2 GiB and stalled). A message may
 // go once every consumer that will ever read it has acked it: Trim purges
-// below the lowest first-unacked sequence among the required consumers,
-// and does nothing while any of them does not exist yet (its messages
+// below the lowest ack floor among the required consumers — keeping the
+// message at the floor itself, which the publisher's frontier reads on
+// CHANGES for its Sluice-Through — and does nothing while any of them does
+// not exist yet (its messages
 // wait for it: a flusher creates its partition's consumer when it first
 // claims the partition). A consumer with nothing pending and nothing
 // awaiting ack has acked everything up to the last sequence, which is
@@ -42,7 +44,7 @@ func Trim(ctx context.Context, js jetstream.JetStream, stream string, required [
 		if ci.NumPending == 0 && ci.NumAckPending == 0 {
 			continue
 		}
-		floor = min(floor, ci.AckFloor.Stream+1)
+		floor = min(floor, ci.AckFloor.Stream)
 	}
 	if err := l.Err(); err != nil {
 		return 0, fmt.Errorf("trimming %s: listing consumers: %w", stream, err)

@@ -64,12 +64,20 @@ func trimScenario(t *testing.T, anyConsumers bool) int {
 	if _, err := Trim(ctx, e.js, proto.StreamRouted, required); err != nil {
 		t.Fatal(err)
 	}
+	// The message at the ack floor stays: the frontier reads it.
+	ci, err := c1.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := e.js.Stream(ctx, proto.StreamRouted)
+	if _, err := s.GetMsg(ctx, ci.AckFloor.Stream); err != nil {
+		t.Fatalf("the message at partition 1's ack floor (%d) was trimmed: %v", ci.AckFloor.Stream, err)
+	}
 	got += ackN(c1, 20)
 	// Everything acked: only the last message stays.
 	if _, err := Trim(ctx, e.js, proto.StreamRouted, required); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := e.js.Stream(ctx, proto.StreamRouted)
 	info, err := s.Info(ctx)
 	if err != nil {
 		t.Fatal(err)

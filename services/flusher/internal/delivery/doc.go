@@ -38,6 +38,12 @@
 //     redelivery of the same stream sequence replaces them, so the cursor
 //     cannot pass them while they are away (JetStream redelivers a message,
 //     it does not re-read from the cursor as Viaduck did).
+//   - Settling (ownership.go settle): a claimed partition advances no
+//     cursor until its consumer's ack-pending count is no more than the
+//     messages this owner tracks, so a dead previous owner's unacked
+//     messages (invisible until AckWait) cannot be passed; flushes and
+//     acks go on meanwhile. The unexported knob noSettle seeds at claim
+//     (TestTakeoverSettleNegativeControl).
 //   - Epochs: a fetch records the failure generation before it starts; a
 //     message fetched before a failure of its destination and buffered after
 //     it is discarded (nak'd), the Viaduck read-epoch rule.
