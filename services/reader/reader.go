@@ -64,6 +64,7 @@ type Reader struct {
 	onConfirm   func(proto.LSN)
 	noRelease   bool // a "killed" reader leaves its lease to expire
 	unchained   bool // no Nats-Expected-Last-Msg-Id chain
+	noFetchWait bool // TOAST reads do not wait for the change to be visible
 }
 
 // Status is the reader's state for `sluice status` and /api/v1/status.
@@ -353,8 +354,8 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 			}
 			return kind, pgType, nil
 		},
-		Fetch: func(ctx context.Context, table string, keyCols, keyTypes []string, keyVals [][]byte, cols []string) ([][]byte, bool, error) {
-			return fetchColumns(ctx, src, table, keyCols, keyTypes, keyVals, cols)
+		Fetch: func(ctx context.Context, table string, xid uint32, keyCols, keyTypes []string, keyVals [][]byte, cols []string) ([][]byte, bool, error) {
+			return fetchColumns(ctx, src, table, xid, keyCols, keyTypes, keyVals, cols, r.metrics.FetchWaits, r.log, r.noFetchWait)
 		},
 		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
 			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)

@@ -21,6 +21,7 @@ type Metrics struct {
 	Restarts       prometheus.Counter     //
 	BackfillRows   *prometheus.CounterVec // by table
 	Blocked        prometheus.Counter     // waits for an in-flight slot
+	FetchWaits     prometheus.Counter     // TOAST reads retried until the change was visible
 }
 
 // NewMetrics creates and registers the metrics on reg (nil: unregistered).
@@ -41,10 +42,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Restarts:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_session_restarts_total", Help: "Replication sessions ended by an error and restarted from the confirmed LSN."}),
 		BackfillRows:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_backfill_rows_total", Help: "Rows copied by the backfill, by table."}, []string{"table"}),
 		Blocked:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_inflight_full_total", Help: "Times the publish pipeline was full (reader.max_in_flight) for a status interval."}),
+		FetchWaits:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_toast_fetch_waits_total", Help: "Source reads of a moved row's unchanged TOAST values retried because the change's transaction was not yet visible to other sessions."}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Rows, m.Bytes, m.BatchRows, m.BatchBytes, m.PublishSeconds, m.Messages,
-			m.ConfirmedLSN, m.ServerLSN, m.LagBytes, m.LagSeconds, m.RetainedBytes, m.Halted, m.Restarts, m.BackfillRows, m.Blocked} {
+			m.ConfirmedLSN, m.ServerLSN, m.LagBytes, m.LagSeconds, m.RetainedBytes, m.Halted, m.Restarts, m.BackfillRows, m.Blocked, m.FetchWaits} {
 			reg.MustRegister(c)
 		}
 	}

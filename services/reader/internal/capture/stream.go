@@ -34,8 +34,11 @@ type ColumnResolver func(ctx context.Context, relid uint32, col pgoutput.Column)
 
 // FetchFunc reads the current text form of cols of table's row whose key
 // columns equal keyVals (text forms, cast to keyTypes); found is false when
-// the row is gone. It serves TOAST values a moved row left "unchanged".
-type FetchFunc func(ctx context.Context, table string, keyCols, keyTypes []string, keyVals [][]byte, cols []string) (vals [][]byte, found bool, err error)
+// the row is gone. It serves TOAST values a moved row left "unchanged". It
+// must read from a snapshot that sees transaction xid (the change's, which
+// has committed) as committed: a commit reaches the replication stream once
+// its WAL is flushed, a moment before other sessions can see it (rule 6).
+type FetchFunc func(ctx context.Context, table string, xid uint32, keyCols, keyTypes []string, keyVals [][]byte, cols []string) (vals [][]byte, found bool, err error)
 
 // HaltFunc persists a halted table so that a restarted reader keeps it
 // halted (the TRUNCATE that caused it lies before the confirmed LSN and is
@@ -97,6 +100,7 @@ type session struct {
 	inTx     bool
 	txLSN    uint64
 	txTime   time.Time
+	txXid    uint32 // the transaction's xid, from its Begin
 	seq      uint64
 	lastEnd  proto.LSN // end of the last commit received
 	clean    proto.LSN // every change at or below it is handed to the pipeline
@@ -406,7 +410,7 @@ func (s *session) handle(ctx context.Context, data []byte) error {
 				return err
 			}
 		}
-		s.inTx, s.txLSN, s.txTime, s.seq = true, b.FinalLSN, b.CommitTime, 0
+		s.inTx, s.txLSN, s.txTime, s.txXid, s.seq = true, b.FinalLSN, b.CommitTime, b.Xid, 0
 		if s.groupRows == 0 {
 			s.groupFirstTime = b.CommitTime
 		}
@@ -623,7 +627,7 @@ func (s *session) fillUnchanged(ctx context.Context, t *tableState, r *batch.Row
 		keyTypes = append(keyTypes, sc.Columns[i].PgType)
 		keyVals = append(keyVals, c.New.Values[i])
 	}
-	vals, found, err := s.o.Fetch(ctx, t.info.Name, keyCols, keyTypes, keyVals, r.Unchanged)
+	vals, found, err := s.o.Fetch(ctx, t.info.Name, s.txXid, keyCols, keyTypes, keyVals, r.Unchanged)
 	if err != nil {
 		return fmt.Errorf("reading unchanged TOAST values of a moved %s row: %w", t.info.Name, err)
 	}
