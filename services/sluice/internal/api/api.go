@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -68,6 +69,32 @@ func Register(h *httpx.Server, d Deps) {
 }
 
 type handler struct{ d Deps }
+
+// destination resolves a destination argument. A destination name is taken
+// as it is; anything else is taken as a routing value and named the way the
+// router names it (destinations.list in mode list, the reversible encoding
+// in mode auto), so a tenant can be asked for by its own value
+// ("acme.corp/x") as well as by its name ("~c5hmqp9ecdnn4s1ff0").
+func (a *handler) destination(arg string) (string, error) {
+	if arg == "" {
+		return "", fmt.Errorf("%w: empty", proto.ErrBadDestination)
+	}
+	if proto.ValidateDestination(arg) == nil {
+		return arg, nil
+	}
+	dc := a.d.Config.Destinations
+	if dc.Mode == "list" {
+		if name, ok := dc.List[arg]; ok {
+			return name, nil
+		}
+		return "", fmt.Errorf("%w: %q is neither a destination name nor a routing value in destinations.list", proto.ErrBadDestination, arg)
+	}
+	name, err := proto.DestinationName(arg)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %w", proto.ErrBadDestination, arg, err)
+	}
+	return name, nil
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -196,11 +223,13 @@ func (a *handler) rows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	rq := RowsQuery{Destination: q.Get("destination"), Table: q.Get("table"), After: q.Get("after"), Limit: 1000}
-	if err := proto.ValidateDestination(rq.Destination); err != nil {
+	rq := RowsQuery{Table: q.Get("table"), After: q.Get("after"), Limit: 1000}
+	dest, err := a.destination(q.Get("destination"))
+	if err != nil {
 		a.fail(w, errors.Join(ErrBadRequest, err))
 		return
 	}
+	rq.Destination = dest
 	if err := proto.ValidateTable(rq.Table); err != nil {
 		a.fail(w, errors.Join(ErrBadRequest, err))
 		return

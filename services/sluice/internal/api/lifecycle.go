@@ -25,7 +25,6 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/httpx"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
@@ -95,9 +94,9 @@ func (a *handler) lifecycleSet(w http.ResponseWriter, r *http.Request, to state.
 	if a.noStates(w) {
 		return
 	}
-	name := r.PathValue("name")
-	if err := proto.ValidateDestination(name); err != nil {
-		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("destination %q: %w", name, err)))
+	name, err := a.destination(r.PathValue("name"))
+	if err != nil {
+		a.fail(w, errors.Join(ErrBadRequest, err))
 		return
 	}
 	var req LifecycleRequest

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -84,7 +85,8 @@ func TestLifecycleHTTP(t *testing.T) {
 	if code := call("POST", "/api/v1/destinations/shop2/resume", "", true, "tok", &e); code != http.StatusConflict || !strings.Contains(e.Error, "gap") {
 		t.Fatalf("resume retired: %d %+v", code, e)
 	}
-	if code := call("POST", "/api/v1/destinations/~bad!/pause", "", true, "tok", &e); code != http.StatusBadRequest {
+	// Not a name, and a routing value too long to make one.
+	if code := call("POST", "/api/v1/destinations/~"+strings.Repeat("!", 200)+"/pause", "", true, "tok", &e); code != http.StatusBadRequest {
 		t.Fatalf("invalid name: %d %+v", code, e)
 	}
 	if code := call("POST", "/api/v1/destinations/shop1/drain", "{not json", true, "tok", &e); code != http.StatusBadRequest {
@@ -101,6 +103,10 @@ func TestLifecycleHTTP(t *testing.T) {
 	}
 	if code := call("GET", "/api/v1/destinations/states", "", false, "tok", &rows); code != 200 || len(rows) != 1 {
 		t.Fatalf("states after resume: %d %+v", code, rows)
+	}
+	// A routing value is named as the router names it.
+	if code := call("POST", "/api/v1/destinations/"+url.PathEscape("acme.corp/x")+"/pause", "", true, "tok", &ch); code != 200 || ch.Destination != "~c5hmqp9ecdnn4s1ff0" {
+		t.Fatalf("pause by routing value: %d %+v", code, ch)
 	}
 
 	// A process without the state database says so.

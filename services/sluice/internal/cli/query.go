@@ -142,8 +142,9 @@ func newReadCmd(g *globalFlags) *cobra.Command {
 		Short: "A destination's copy of a table as of a snapshot, ordered by primary key",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := proto.ValidateDestination(dest); err != nil {
-				return &exitError{2, err}
+			if dest == "" {
+				// A name or a routing value; the server resolves and checks it.
+				return &exitError{2, errors.New("--destination is empty")}
 			}
 			if err := proto.ValidateTable(table); err != nil {
 				return &exitError{2, err}
@@ -189,7 +190,7 @@ func newReadCmd(g *globalFlags) *cobra.Command {
 			}
 		},
 	}
-	cmd.Flags().StringVar(&dest, "destination", "", "destination name")
+	cmd.Flags().StringVar(&dest, "destination", "", "destination name, or a routing value (named as the router names it)")
 	cmd.Flags().StringVar(&table, "table", "", "source table, schema.table")
 	cmd.Flags().Int64Var(&snapshot, "snapshot", -1, "snapshot version (default: the latest published)")
 	cmd.Flags().StringVar(&format, "format", "jsonl", "jsonl, csv or table")
