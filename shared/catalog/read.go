@@ -150,6 +150,65 @@ func (c *Catalog) members(ctx context.Context, v uint64, destination, table stri
 	return pred, nil
 }
 
+type tableAtKey struct {
+	version uint64
+	table   string
+}
+
+// tableAt returns the description of table ti as of published version v:
+// the schema of the table's newest change among v's packs, in any
+// destination. Not the latest registration: after a restart packs of an
+// older schema can be indexed after a newer one's, and a column added and
+// dropped again makes an older fingerprint current again; not the union of
+// columns: to_jsonb of the source row has exactly the current ones. A
+// snapshot's membership never changes, so neither does the answer, which is
+// remembered per (version, table).
+func (c *Catalog) tableAt(ctx context.Context, ti TableInfo, v uint64) (TableInfo, error) {
+	if c.latestRegistration {
+		return ti, nil
+	}
+	k := tableAtKey{v, ti.Name}
+	c.pubMu.Lock()
+	fp, ok := c.tableAtCache[k]
+	c.pubMu.Unlock()
+	if !ok {
+		q := fmt.Sprintf("SELECT argMax(fingerprint, (last_lsn, last_seq)), count() FROM %s WHERE table = %s AND %s",
+			ident(c.n.packs()), quote(ti.Name), c.membership(u64(v), "", ti.Name))
+		res, err := c.conn.Query(ctx, q)
+		if err != nil {
+			return TableInfo{}, fmt.Errorf("reading the schema of %s at version %d: %w", ti.Name, v, err)
+		}
+		if len(res.Rows) == 1 && asUint(res.Rows[0][1]) > 0 {
+			fp = asString(res.Rows[0][0])
+		}
+		c.pubMu.Lock()
+		if c.tableAtCache == nil || len(c.tableAtCache) >= 256 {
+			c.tableAtCache = map[tableAtKey]string{}
+		}
+		c.tableAtCache[k] = fp
+		c.pubMu.Unlock()
+	}
+	if fp == "" || fp == ti.Fingerprint {
+		return ti, nil
+	}
+	for range 2 {
+		st, err := c.tableState(ctx, ti.Name)
+		if err != nil {
+			return TableInfo{}, err
+		}
+		c.mu.Lock()
+		at, ok := st.infos[fp]
+		c.mu.Unlock()
+		if ok {
+			return at, nil
+		}
+		if err := c.loadTables(ctx, false); err != nil { // registered since the last load
+			return TableInfo{}, err
+		}
+	}
+	return TableInfo{}, fmt.Errorf("%w: %s has packs of schema %s, which the table registry does not hold", ErrBadSchema, ti.Name, fp)
+}
+
 // Destinations returns, per table, the destinations holding packs in the
 // snapshot at version (0: latest).
 func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string][]string, error) {
@@ -341,6 +400,9 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	}
 	v, err := c.resolveVersion(ctx, req.Version)
 	if err != nil {
+		return Page{}, err
+	}
+	if ti, err = c.tableAt(ctx, ti, v); err != nil {
 		return Page{}, err
 	}
 	members, err := c.members(ctx, v, req.Destination, req.Table)

@@ -65,12 +65,19 @@ type Catalog struct {
 	// memberCache holds membership predicates of published versions (see
 	// members); bounded, cleared when full.
 	memberCache map[memberKey]string
+	// tableAtCache holds the schema fingerprint of a table at a published
+	// version (see tableAt); bounded, cleared when full.
+	tableAtCache map[tableAtKey]string
+	// latestRegistration reads with the latest registration (negative
+	// control of tableAt).
+	latestRegistration bool
 }
 
 // tableState is what this process knows of a registered table.
 type tableState struct {
 	info    TableInfo
-	fps     map[string]bool // registered schema fingerprints
+	fps     map[string]bool      // registered schema fingerprints
+	infos   map[string]TableInfo // by fingerprint (tableAt)
 	columns map[string]proto.Kind
 }
 
@@ -423,11 +430,12 @@ func (c *Catalog) loadTables(ctx context.Context, _ bool) error {
 		ti := TableInfo{Name: asString(r[0]), Fingerprint: asString(r[1]), Columns: cols, PrimaryKey: asStrings(r[3]), Routing: asString(r[4])}
 		st := loaded[ti.Name]
 		if st == nil {
-			st = &tableState{fps: map[string]bool{}, columns: map[string]proto.Kind{}}
+			st = &tableState{fps: map[string]bool{}, infos: map[string]TableInfo{}, columns: map[string]proto.Kind{}}
 			loaded[ti.Name] = st
 		}
-		st.info = ti // the latest registration wins
+		st.info = ti // the latest registration wins (reads use tableAt)
 		st.fps[ti.Fingerprint] = true
+		st.infos[ti.Fingerprint] = ti
 		for _, col := range cols {
 			st.columns[col.Name] = col.Kind
 		}
