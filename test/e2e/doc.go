@@ -21,9 +21,12 @@
 //     nats-server and kills the catalog host once), and Postgres is
 //     crashed once; then the oracle. SLUICE_SOAK_DURATION sets the length
 //     (make soak); default 60s each.
-//   - TestNegative*: the soak with a safety rule switched off through a
-//     proposed SLUICE_UNSAFE_* switch (SLUICE_NEGATIVE=1 runs them; they
-//     skip while the services do not acknowledge the switch).
+//   - TestNegative*: a safety rule switched off through a SLUICE_UNSAFE_*
+//     switch (SLUICE_NEGATIVE=1 runs them; they skip while the services do
+//     not acknowledge the switch). The flusher's is the soak; the reader's
+//     (rule 2) loses one publish through kit.FaultProxy instead, with
+//     TestReaderLostPublishSurvived as its positive twin (the same fault,
+//     rule on; ~35 s, in make test). readerloss_test.go says why.
 //   - TestToastScenarios: one key per TOAST scenario, to name the one that
 //     breaks rule 6.
 //   - TestTraceEndToEnd: spans of one transaction in all five services,

@@ -17,11 +17,12 @@ import (
 // ./test/e2e/`), and skip when the service does not acknowledge the switch
 // in its log (the hook is not wired).
 //
-// Proposed hooks (services/*; each logs one WARN line naming the variable
-// when it is set, which is how these tests know the hook is live):
+// Hooks (services/*; each logs one WARN line naming the variable when it
+// is set, which is how these tests know the hook is live):
 //   - SLUICE_UNSAFE_SCALAR_MAX_LSN=1: reader.New sets r.scalarMax (the
 //     reader confirms max(acked through) instead of the prefix-complete
-//     LSN).
+//     LSN); SLUICE_UNSAFE_UNCHAINED=1 switches the publish chain off.
+//     Used by TestNegativeReaderScalarMaxLSN (readerloss_test.go).
 //   - SLUICE_UNSAFE_SCALAR_MAX_CURSOR=1 and SLUICE_UNSAFE_DROP_REDELIVERED=1:
 //     flusher.New sets the manager's scalarMaxCursor and dropRedelivered
 //     (a cursor ahead of pending messages only loses data when redelivered
@@ -51,17 +52,9 @@ func negative(t *testing.T, m mode, natsShare float64, env ...string) {
 	}
 }
 
-// TestNegativeReaderScalarMaxLSN: the reader confirms max(acked) instead of
-// the prefix-complete LSN; broker restarts fail some in-flight publishes
-// while later ones are acked, so the confirmed LSN skips them and the
-// restarted session never re-reads them: rows go missing. The publish
-// chain (Nats-Expected-Last-Msg-Id) would fail every publish after a lost
-// one and keep acks in order, so the control switches it off too; small
-// batches keep many publishes in flight.
-func TestNegativeReaderScalarMaxLSN(t *testing.T) {
-	negative(t, multiProcess, 0.7, "SLUICE_UNSAFE_SCALAR_MAX_LSN=1", "SLUICE_UNSAFE_UNCHAINED=1",
-		"SLUICE_READER_BATCH_ROWS=20", "SLUICE_READER_BATCH_INTERVAL=10ms")
-}
+// TestNegativeReaderScalarMaxLSN (rule 2) is not a soak: broker restarts
+// never lose one publish while storing later ones, so it drives that exact
+// fault through kit.FaultProxy; see readerloss_test.go.
 
 // TestNegativeFlusherScalarMaxCursor: the flusher's cursor is max(flushed)
 // instead of prefix-complete, and redelivered messages at or below the

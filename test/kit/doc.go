@@ -7,8 +7,11 @@
 //
 // kit drives sluice only through its user contract (binaries, config,
 // SLUICE_* environment, the HTTP API and CLI). It must never import a
-// service's internals, and never fake a component: the only faults it
-// injects are real ones (SIGKILL, a broker restart, a Postgres restart).
+// service's internals, and never fake a component: the faults it injects
+// are real ones (SIGKILL, a broker restart, a Postgres restart), with one
+// exception the real broker cannot produce on demand: FaultProxy, in front
+// of nats-server, loses one publish of a connection while it forwards the
+// later ones (Settings.ReaderNATS puts it before the readers only).
 //
 // NOTES
 //   - Binaries: the sluice binary is built once per test binary

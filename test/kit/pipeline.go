@@ -33,6 +33,10 @@ type Settings struct {
 	// Env is added to every sluice process's environment (SLUICE_* keys
 	// override any config key).
 	Env []string
+	// ReaderNATS, when set, maps the nats-server's URL to the one the
+	// reader processes connect to (a Cluster only), e.g. a FaultProxy in
+	// front of it; every other process connects to the server directly.
+	ReaderNATS func(natsURL string) (string, error)
 }
 
 // Pipeline is a running sluice, in one process or many.
@@ -192,6 +196,12 @@ func NewCluster(dir string, src Source, s Settings, n Counts) (*Cluster, error) 
 	if err := os.WriteFile(c.Config, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
+	readerNATS := ""
+	if s.ReaderNATS != nil && n.Readers > 0 {
+		if readerNATS, err = s.ReaderNATS(c.natsURL); err != nil {
+			return nil, fmt.Errorf("mapping the readers' NATS URL: %w", err)
+		}
+	}
 	add := func(service string, count int) error {
 		for i := 0; i < count; i++ {
 			port, err := FreePort()
@@ -203,6 +213,9 @@ func NewCluster(dir string, src Source, s Settings, n Counts) (*Cluster, error) 
 				fmt.Sprintf("SLUICE_HTTP_LISTEN=127.0.0.1:%d", port),
 				"SLUICE_DATA_DIR=" + filepath.Join(dir, "data", name),
 			}, s.Env...)
+			if service == "reader" && readerNATS != "" {
+				env = append(env, "SLUICE_NATS_URL="+readerNATS) // the last value of a key wins
+			}
 			p := &Proc{Name: name, Bin: bin, Args: []string{"run", service, "--config", c.Config}, Env: env, Dir: dir,
 				Ready: fmt.Sprintf("http://127.0.0.1:%d/healthz", port)}
 			c.Procs = append(c.Procs, p)
