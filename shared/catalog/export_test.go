@@ -36,3 +36,20 @@ func SetNoStaging(c *Catalog, off bool) { c.noStaging = off }
 // far faster than the one-second production interval scale it down, so the
 // window spans as many publishes as in production).
 func SetPublishSlack(c *Catalog, d time.Duration) { c.slack = d }
+
+// SetLegacyPublish makes a catalog handle create the schema version 2
+// membership tables and publish with their four statements (the baseline
+// of the A/B benchmark). Set it before EnsureSchema.
+func SetLegacyPublish(c *Catalog, on bool) { c.legacyPublish = on }
+
+// SetPublishCap lowers the packs one publish admits (tests); it returns a
+// restore func.
+func SetPublishCap(n int) func() {
+	old := publishCap
+	publishCap = n
+	return func() { publishCap = old }
+}
+
+// SetCapAdvances lets a publish cut by the cap claim the caller's
+// through_lsn anyway (the negative control of the cap test).
+func SetCapAdvances(c *Catalog, on bool) { c.capAdvances = on }

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -36,6 +37,13 @@ func (c *Catalog) watermarkScalar(version string) string {
 	return "(SELECT (countIf(version >= " + version + "), max(through_lsn)) FROM " + ident(c.n.watermark()) + ")"
 }
 
+// publishWatermarkScalar is watermarkScalar for the publish statement, with
+// a third element: the packs published so far (the sum of new_packs), from
+// which the row records the snapshot's cumulative pack count.
+func (c *Catalog) publishWatermarkScalar(version uint64) string {
+	return fmt.Sprintf("(SELECT (countIf(version >= %d), max(through_lsn), sum(new_packs)) FROM %s)", version, ident(c.n.watermark()))
+}
+
 // fence is the predicate, on the server's clock, that leaseID is the live
 // head of the lease table. It is one subquery that reads the lease table
 // once: the head row is taken whole (argMax of the row tuple by term), so a
@@ -55,6 +63,25 @@ func (c *Catalog) fence(leaseID, version, claimID string) string {
 		cond += " AND claims = [" + quote(claimID) + "] AND " + c.watermarkScalar(version) + ".1 = 0"
 	}
 	return fmt.Sprintf("(SELECT toUInt8(%s) FROM (SELECT %s FROM %s)) = 1", cond, cols, ident(c.n.lease()))
+}
+
+// leaseScalar is one read of the lease table for a publish at version:
+// (ok, head term, head expiry), ok 1 only when leaseID is the live head on
+// the server's clock and claimID is the version's sole claim.
+func (c *Catalog) leaseScalar(leaseID string, version uint64, claimID string) string {
+	return fmt.Sprintf("(SELECT (toUInt8(h.1 = %s AND h.2 > %s AND claims = [%s]), h.3, h.2) FROM (SELECT argMax((lease_id, expires_at, term), (term, lease_id)) AS h, groupArrayIf(claim_id, version = %d) AS claims FROM %s))",
+		quote(leaseID), nowMicros, quote(claimID), version, ident(c.n.lease()))
+}
+
+// publishCond is the fence of the publish statement over its two scalars
+// (f: leaseScalar, w: watermarkScalar): the lease is the live head with
+// the sole claim, and no version at or above this one is published. With
+// the fence off (negative control) it is true.
+func (c *Catalog) publishCond() string {
+	if c.noFence {
+		return "1"
+	}
+	return "f.1 = 1 AND w.1 = 0"
 }
 
 // readHead returns the lease rows at or above term (all rows when term is
@@ -241,24 +268,45 @@ type PublishResult struct {
 	Lease    Lease // the lease as the publish left it (renewed)
 }
 
+// publishCap bounds the packs one publish admits: its members are
+// aggregated into the one watermark row (groupUniqArray), so a publish after a
+// rebuild of a very large store is cut into several. A publish that hits
+// the cap does not advance through_lsn (packs at or below the frontier may
+// be among those left for the next publish) and makes the next publish a
+// full sweep. A variable so a test can lower it.
+var publishCap = 1_000_000
+
 // Publish publishes the next snapshot: every indexed pack not yet a member
-// (within the publish window, see unpublished), and through_lsn (never
-// below the previous snapshot's). Each attempt renews the lease and claims a
-// version in one fenced append to the lease table (the renewal row carries
-// the claim; it is written only while l is the live head), writes the
-// manifest rows and then the watermark row with a fresh publish_id — each an
-// INSERT ... SELECT carrying the lease fence, the sole-claim check and the
-// version barrier in one subquery, on the server's clock — and reads back,
-// in one query, the version's publishes, the lease head and the highest
-// versions. The renewal is liveness (the fence then runs with a whole TTL
-// left); the fence in each statement is the safety. A lost version is
-// retried higher; a lost lease returns ErrLeaseLost (stop publishing,
-// acquire again); a version published twice returns ErrPublishConflict.
+// (within the publish window, see unpublished; at most publishCap), and
+// through_lsn (never below the previous snapshot's). Each attempt is three
+// statements:
 //
-// Statements per publish: renewal-and-claim, manifest, watermark, read-back
-// (plus one version query the first time).
+//  1. renewal-and-claim: one fenced append to the lease table renews the
+//     lease and claims a version (the renewal row carries the claim; it is
+//     written only while l is the live head);
+//  2. the publish: one INSERT ... SELECT of one watermark row that holds
+//     the snapshot's membership (the packs it admits, as an array) and a
+//     fresh publish_id, written only if the statement finds, on the
+//     server's clock, that l is the live head, that claimID is the
+//     version's sole claim (one read of the lease table) and that no
+//     version at or above it is published (one read of the watermark) --
+//     the fence; the row also records the head's term and expiry, which
+//     are this publish's own renewal;
+//  3. one read-back query over the watermark: the version's publishes, the
+//     pack count and the highest version. Only a publish that is not alone
+//     at its version (lost, or a conflict) also reads the lease table.
+//
+// The renewal is liveness (the fence then runs with a whole TTL left); the
+// fence is the safety. Membership and watermark are one row of one part:
+// they are written together or not at all. A lost version is retried
+// higher; a lost lease returns ErrLeaseLost (stop publishing, acquire
+// again); a version published twice returns ErrPublishConflict. The first
+// publish of a handle also reads the highest version (one query).
 func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, through proto.LSN) (PublishResult, error) {
-	mt, wt, pt := ident(c.n.manifest()), ident(c.n.watermark()), ident(c.n.packs())
+	if c.legacyPublish {
+		return c.publishLegacy(ctx, l, ttl, through)
+	}
+	wt, pt := ident(c.n.watermark()), ident(c.n.packs())
 	for attempt := 1; attempt <= 8; attempt++ {
 		v, err := c.nextVersion(ctx, attempt)
 		if err != nil {
@@ -272,81 +320,120 @@ func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, throu
 			c.beforeStatements()
 		}
 		pid := uuid.NewString()
-		fence := c.fence(l.LeaseID, u64(v), cid)
 		unpublished, full := c.unpublished()
-		q := fmt.Sprintf(`INSERT INTO %s (version, publish_id, store_id, pack_id, destination, table)
-			SELECT %d, %s, store_id, pack_id, any(destination), any(table) FROM %s
-			WHERE %s
-			AND %s
-			GROUP BY store_id, pack_id`+tiny,
-			mt, v, quote(pid), pt, unpublished, fence)
+		capped := publishCap
+		if c.capAdvances {
+			capped = math.MaxInt // negative control: a capped publish claims the frontier
+		}
+		// Two scalars, each named once in WITH and so evaluated once: the
+		// lease head (is it this publisher's, live on the server clock, with
+		// this publish's sole claim; its term and expiry, which this row
+		// records: the head is this publish's own renewal) and the
+		// watermark (the version barrier and the highest through_lsn).
+		q := fmt.Sprintf(`INSERT INTO %[1]s (version, publish_id, published_at, through_lsn, new_packs, packs, lease_id, holder, lease_term, lease_expires, members)
+			WITH %[12]s AS f, %[6]s AS w
+			SELECT %[2]d, %[3]s, %[4]s, greatest(if(length(m) < %[13]d, toUInt64(%[5]d), 0), w.2), length(m), w.3 + length(m), %[7]s, %[8]s, f.2, f.3, m
+			FROM (SELECT groupUniqArray(%[9]d)((store_id, pack_id, destination, table)) AS m FROM %[10]s WHERE %[11]s)
+			WHERE %[14]s`+tiny,
+			wt, v, quote(pid), nowMicros, uint64(through), c.publishWatermarkScalar(v), quote(l.LeaseID), quote(l.Holder), publishCap, pt, unpublished,
+			c.leaseScalar(l.LeaseID, v, cid), capped, c.publishCond())
 		if err := c.conn.Exec(ctx, q); err != nil {
-			return PublishResult{Lease: l}, fmt.Errorf("publishing version %d: writing manifest: %w", v, err)
+			return PublishResult{Lease: l}, fmt.Errorf("publishing version %d: %w", v, err)
 		}
-		q = fmt.Sprintf(`INSERT INTO %s (version, publish_id, published_at, through_lsn, new_packs, lease_id, holder)
-			SELECT %d, %s, %s, greatest(toUInt64(%d), %s.2),
-			(SELECT count() FROM %s WHERE version = %d AND publish_id = %s), %s, %s
-			WHERE %s`+tiny,
-			wt, v, quote(pid), nowMicros, uint64(through), c.watermarkScalar(u64(v)), mt, v, quote(pid), quote(l.LeaseID), quote(l.Holder), fence)
-		if err := c.conn.Exec(ctx, q); err != nil {
-			return PublishResult{Lease: l}, fmt.Errorf("publishing version %d: writing watermark: %w", v, err)
+		res, done, err := c.settle(ctx, l, v, pid, full, attempt)
+		if done || err != nil {
+			return res, err
 		}
-		head, now, mine, foreign, snap, err := c.readBack(ctx, v, pid)
-		if err != nil {
-			return PublishResult{Lease: l}, err
-		}
-		live := len(head) > 0 && head[0].LeaseID == l.LeaseID && head[0].Expires.After(now) && !(len(head) == 2 && head[1].Term == head[0].Term)
-		if live {
-			l = head[0]
-		}
-		switch {
-		case mine && foreign == "":
-			c.publishedAt(snap, full)
-			return PublishResult{Snapshot: snap, Attempts: attempt, Lease: l}, nil
-		case mine:
-			return PublishResult{Lease: l}, fmt.Errorf("%w: version %d holds publish %s beside this publish %s", ErrPublishConflict, v, foreign, pid)
-		case !live:
-			// Nothing of ours is visible and the lease is gone: stop.
-			return PublishResult{Lease: l}, c.lost(l, head)
-		}
+		l = res.Lease
 		c.log.Debug("publish lost its version, retrying higher", "version", v)
 	}
 	return PublishResult{Lease: l}, fmt.Errorf("%w: gave up after 8 attempts", ErrVersionRace)
 }
 
-// readBack reads, in one query, what a publish attempt at version v left:
-// the version's publishes (pid's snapshot, and a foreign publish_id if
-// any), the lease head (two rows, to see a contested term), the server
-// clock, and the highest claimed or published version (remembered for the
-// next attempt). It reads the watermark once (the version's rows, the pack
-// count through v and the highest version, in one aggregate) and the lease
-// table twice.
-func (c *Catalog) readBack(ctx context.Context, v uint64, pid string) (head []Lease, now time.Time, mine bool, foreign string, snap Snapshot, err error) {
-	wt, lt := ident(c.n.watermark()), ident(c.n.lease())
-	res, err := c.conn.Query(ctx, fmt.Sprintf(`SELECT 'w', p.1, '', p.2, p.3, p.4, s, m
-		FROM (SELECT groupArrayIf((publish_id, published_at, through_lsn, new_packs), version = %[2]d) AS a, sumIf(new_packs, version <= %[2]d) AS s, max(version) AS m FROM %[1]s)
-		LEFT ARRAY JOIN a AS p
-		UNION ALL SELECT 'l', lease_id, holder, expires_at, term, toUInt64(0), toUInt64(0), toUInt64(0) FROM (SELECT term, lease_id, holder, expires_at FROM %[3]s ORDER BY term DESC, lease_id DESC LIMIT 2)
-		UNION ALL SELECT 'c', '', '', %[4]s, toUInt64(0), toUInt64(0), toUInt64(0), max(version) FROM %[3]s`+tiny,
-		wt, v, lt, nowMicros))
-	if err != nil {
-		return nil, now, false, "", snap, fmt.Errorf("publishing version %d: reading back: %w", v, err)
+// settle reads back what a publish attempt at version v (publish pid) left
+// and decides: published (done, nil), a conflict or a lost lease (done,
+// error), or a lost version to retry higher (not done). A publish that is
+// alone at its version needs one query (the watermark); anything else also
+// reads the lease head.
+func (c *Catalog) settle(ctx context.Context, l Lease, v uint64, pid string, full bool, attempt int) (PublishResult, bool, error) {
+	if c.legacyPublish {
+		return c.settleLegacy(ctx, l, v, pid, full, attempt)
 	}
-	var top, packs uint64
-	var w [][]any
+	mine, foreign, snap, lease, err := c.readBack(ctx, v, pid)
+	if err != nil {
+		return PublishResult{Lease: l}, true, err
+	}
+	if mine && foreign == "" {
+		if lease.Term > 0 { // 0 only with the fence off (negative control)
+			l.Term, l.Expires = lease.Term, lease.Expires
+		}
+		c.publishedAt(snap, full)
+		return PublishResult{Snapshot: snap, Attempts: attempt, Lease: l}, true, nil
+	}
+	head, now, err := c.readLease(ctx, v)
+	if err != nil {
+		return PublishResult{Lease: l}, true, err
+	}
+	live := len(head) > 0 && head[0].LeaseID == l.LeaseID && head[0].Expires.After(now) && !(len(head) == 2 && head[1].Term == head[0].Term)
+	if live {
+		l = head[0]
+	}
+	switch {
+	case mine:
+		return PublishResult{Lease: l}, true, fmt.Errorf("%w: version %d holds publish %s beside this publish %s", ErrPublishConflict, v, foreign, pid)
+	case !live:
+		// Nothing of ours is visible and the lease is gone: stop.
+		return PublishResult{Lease: l}, true, c.lost(l, head)
+	}
+	return PublishResult{Lease: l}, false, nil
+}
+
+// readBack reads, in one query over the watermark, what a publish attempt
+// at version v left: the rows at or above v (a range of the sort key): the
+// version's publishes (pid's snapshot, and a foreign publish_id if any),
+// the lease term and expiry pid's row recorded (its own renewal, the head
+// its fence passed on), and the highest published version (remembered for
+// the next attempt). The row carries the snapshot's cumulative pack count,
+// so nothing below v is read.
+func (c *Catalog) readBack(ctx context.Context, v uint64, pid string) (mine bool, foreign string, snap Snapshot, lease Lease, err error) {
+	res, err := c.conn.Query(ctx, fmt.Sprintf(`SELECT version, publish_id, published_at, through_lsn, new_packs, packs, lease_term, lease_expires
+		FROM %s WHERE version >= %d`+tiny, ident(c.n.watermark()), v))
+	if err != nil {
+		return false, "", snap, lease, fmt.Errorf("publishing version %d: reading back: %w", v, err)
+	}
+	var top uint64
 	for _, r := range res.Rows {
-		switch asString(r[0]) {
-		case "w":
-			packs = asUint(r[6])
-			top = max(top, asUint(r[7]))
-			if asString(r[1]) != "" { // an empty array joins as one empty row
-				w = append(w, r)
-			}
-		case "l":
-			head = append(head, Lease{Term: asUint(r[4]), LeaseID: asString(r[1]), Holder: asString(r[2]), Expires: time.UnixMicro(asInt(r[3])).UTC()})
-		case "c":
-			now = time.UnixMicro(asInt(r[3])).UTC()
-			top = max(top, asUint(r[7]))
+		top = max(top, asUint(r[0]))
+		switch id := asString(r[1]); {
+		case asUint(r[0]) != v:
+		case id == pid:
+			mine = true
+			snap = snapshotFromRow([]any{v, id, r[2], r[3], r[4], r[5]})
+			lease = Lease{Term: asUint(r[6]), Expires: time.UnixMicro(asInt(r[7])).UTC()}
+		default:
+			foreign = id
+		}
+	}
+	c.seen(top)
+	return mine, foreign, snap, lease, nil
+}
+
+// readLease reads, in one query over the lease table, its two newest rows
+// (to see a contested head), the highest claimed version (remembered for
+// the next attempt) and the server clock.
+func (c *Catalog) readLease(ctx context.Context, v uint64) (head []Lease, now time.Time, err error) {
+	res, err := c.conn.Query(ctx, fmt.Sprintf(`SELECT x.2, x.3, x.4, x.1, toUInt64(%[2]s), c
+		FROM (SELECT arraySlice(arrayReverseSort(groupArray((term, lease_id, holder, expires_at))), 1, 2) AS h, max(version) AS c FROM %[1]s)
+		LEFT ARRAY JOIN h AS x`+tiny, ident(c.n.lease()), nowMicros))
+	if err != nil {
+		return nil, now, fmt.Errorf("publishing version %d: reading the publisher lease: %w", v, err)
+	}
+	var top uint64
+	for _, r := range res.Rows {
+		now = time.UnixMicro(asInt(r[4])).UTC()
+		top = max(top, asUint(r[5]))
+		if asString(r[0]) != "" { // an empty lease table joins as one empty row
+			head = append(head, Lease{Term: asUint(r[3]), LeaseID: asString(r[0]), Holder: asString(r[1]), Expires: time.UnixMicro(asInt(r[2])).UTC()})
 		}
 	}
 	sort.Slice(head, func(i, j int) bool {
@@ -355,16 +442,8 @@ func (c *Catalog) readBack(ctx context.Context, v uint64, pid string) (head []Le
 		}
 		return head[i].LeaseID > head[j].LeaseID
 	})
-	for _, r := range w {
-		if id := asString(r[1]); id == pid {
-			mine = true
-			snap = snapshotFromRow([]any{v, id, r[3], r[4], r[5], packs})
-		} else {
-			foreign = id
-		}
-	}
 	c.seen(top)
-	return head, now, mine, foreign, snap, nil
+	return head, now, nil
 }
 
 // Pending counts indexed packs that no published snapshot holds yet,
@@ -403,18 +482,21 @@ func (c *Catalog) unpublished() (string, bool) {
 	last, swept := c.lastPubAt, c.sweptAt
 	c.pubMu.Unlock()
 	due := swept.IsZero() || time.Since(swept) >= sweepEvery
-	if c.noWindow || last == 0 || (due && !c.noSweep) {
-		return fmt.Sprintf("(store_id, pack_id) NOT IN (SELECT store_id, pack_id FROM %s WHERE (version, publish_id) IN (SELECT version, publish_id FROM %s))",
-			mt, wt), true
-	}
+	full := c.noWindow || last == 0 || (due && !c.noSweep)
 	slack := publishSlack.Microseconds()
 	if c.slack > 0 {
 		slack = c.slack.Microseconds()
 	}
-	// The IN set on (version, publish_id), the manifest's sort-key prefix,
-	// also prunes the manifest read to the window's snapshots.
-	return fmt.Sprintf("indexed_at >= %d AND (store_id, pack_id) NOT IN (SELECT store_id, pack_id FROM %s WHERE (version, publish_id) IN (SELECT version, publish_id FROM %s WHERE published_at >= %d))",
-		last-slack, mt, wt, last-2*slack), false
+	if c.legacyPublish {
+		return legacyUnpublished(mt, wt, full, last, slack), full
+	}
+	// Members are read straight from the watermark rows that hold them
+	// (the manifest view is the same ARRAY JOIN).
+	if full {
+		return fmt.Sprintf("(store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m)", wt), true
+	}
+	return fmt.Sprintf("indexed_at >= %d AND (store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m WHERE published_at >= %d)",
+		last-slack, wt, last-2*slack), false
 }
 
 // publishedAt records a successful publish: its server-clock time anchors the
@@ -423,7 +505,10 @@ func (c *Catalog) publishedAt(s Snapshot, full bool) {
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
 	c.lastPubAt = s.PublishedAt.UnixMicro() // follows the server clock, even back
-	if full {
+	switch {
+	case s.NewPacks >= uint64(publishCap):
+		c.sweptAt = time.Time{} // capped: packs were left, sweep next time
+	case full:
 		c.sweptAt = time.Now()
 	}
 }

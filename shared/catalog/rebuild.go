@@ -16,8 +16,9 @@ type RebuildStats struct {
 }
 
 // Rebuild drops every catalog object of the prefix, recreates the schema,
-// re-indexes every pack in store and publishes one snapshot holding them
-// all (through_lsn 0: the publisher's next snapshot claims the frontier).
+// re-indexes every pack in store and publishes snapshots holding them all
+// (one, unless the store holds more than a publish admits; through_lsn 0:
+// the publisher's next snapshot claims the frontier).
 // Stop every indexer and publisher first. A corrupt pack is skipped and
 // counted; packs are the source of truth and this never edits them.
 func Rebuild(ctx context.Context, conn Conn, store packstore.Store, opts Options) (RebuildStats, error) {
@@ -69,11 +70,20 @@ func Rebuild(ctx context.Context, conn Conn, store packstore.Store, opts Options
 	if err != nil {
 		return st, fmt.Errorf("rebuilding catalog: %w", err)
 	}
-	res, err := c.Publish(ctx, l, ttl, 0)
-	if err != nil {
-		return st, fmt.Errorf("rebuilding catalog: %w", err)
+	// One publish admits at most publishCap packs: publish until one
+	// admits fewer (the store may hold more).
+	var res PublishResult
+	for {
+		res, err = c.Publish(ctx, l, ttl, 0)
+		if err != nil {
+			return st, fmt.Errorf("rebuilding catalog: %w", err)
+		}
+		l = res.Lease
+		st.Version = res.Snapshot.Version
+		if res.Snapshot.NewPacks < uint64(publishCap) {
+			break
+		}
 	}
-	st.Version = res.Snapshot.Version
 	if err := c.ReleaseLease(ctx, res.Lease); err != nil {
 		return st, fmt.Errorf("rebuilding catalog: %w", err)
 	}

@@ -20,7 +20,10 @@ import (
 
 // SchemaVersion is the catalog schema this build creates and reads. A
 // catalog stamped with any other version is refused, never migrated.
-const SchemaVersion = 2
+// Version 3 keeps a snapshot's membership in its watermark row (an array),
+// so a publish is one INSERT; the manifest is a view over it. Version 2 had
+// a manifest table written by its own statement.
+const SchemaVersion = 3
 
 // Options configure a Catalog.
 type Options struct {
@@ -45,7 +48,14 @@ type Catalog struct {
 	// statements (the wedge test).
 	noFence          bool
 	beforeStatements func()
-	noStaging        bool // read every pack in place (see stage.go)
+	// legacyPublish creates the schema version 2 membership (a manifest
+	// table beside the watermark) and publishes with its four statements
+	// (publish_legacy.go): the baseline of the A/B benchmark.
+	legacyPublish bool
+	// capAdvances lets a publish that hit publishCap claim the caller's
+	// through_lsn anyway (negative control of TestPublishCapHoldsFrontier).
+	capAdvances bool
+	noStaging   bool // read every pack in place (see stage.go)
 
 	// What the last publish read back (guarded by pubMu): the highest
 	// version claimed or published.
@@ -328,12 +338,19 @@ func (c *Catalog) create(ctx context.Context) error {
 			first_lsn UInt64, first_seq UInt64, last_lsn UInt64, last_seq UInt64,
 			rows Int64, tombstones Int64, bytes Int64, indexed_at Int64, trace String DEFAULT '')
 			ENGINE = ReplacingMergeTree ORDER BY (store_id, pack_id)`,
-		"CREATE TABLE IF NOT EXISTS " + ident(n.manifest()) + ` (
-			version UInt64, publish_id String, store_id String, pack_id String, destination String, table String)
-			ENGINE = MergeTree ORDER BY (version, publish_id, store_id, pack_id)`,
+		// One row per published snapshot, its membership (the packs it
+		// admitted) in the same row: a publish is one INSERT of one row,
+		// one part, so membership and watermark are written together or not
+		// at all. The manifest is a view of those rows. lease_term and
+		// lease_expires record the lease head the publish's fence passed on
+		// (its own renewal), so a publish reads back the lease it left from
+		// this row alone; packs is the snapshot's cumulative pack count.
 		"CREATE TABLE IF NOT EXISTS " + ident(n.watermark()) + ` (
-			version UInt64, publish_id String, published_at Int64, through_lsn UInt64, new_packs UInt64,
-			lease_id String, holder String) ENGINE = MergeTree ORDER BY (version, publish_id)`,
+			version UInt64, publish_id String, published_at Int64, through_lsn UInt64, new_packs UInt64, packs UInt64,
+			lease_id String, holder String, lease_term UInt64, lease_expires Int64,
+			members Array(Tuple(String, String, String, String)))
+			ENGINE = MergeTree ORDER BY (version, publish_id)`,
+		"CREATE OR REPLACE VIEW " + ident(n.manifest()) + " AS " + c.manifestSQL(),
 		// The lease table also holds the version claims (a publish's renewal
 		// row carries its claim). It is coordination state, not data: an
 		// in-memory table, so a renewal and claim costs no part write (a
@@ -347,6 +364,9 @@ func (c *Catalog) create(ctx context.Context) error {
 			version UInt64 DEFAULT 0, claim_id String DEFAULT '')
 			ENGINE = Memory SETTINGS max_rows_to_keep = ` + strconv.Itoa(leaseRowsKept),
 		"CREATE OR REPLACE VIEW " + ident(n.snapshots()) + " AS " + c.snapshotsSQL(),
+	}
+	if c.legacyPublish {
+		ddl = legacyDDL(n, ddl)
 	}
 	for _, q := range ddl {
 		if err := c.conn.Exec(ctx, q); err != nil {
@@ -366,10 +386,17 @@ func (c *Catalog) create(ctx context.Context) error {
 	return nil
 }
 
+// manifestSQL is the manifest view: one row per member pack of every
+// published snapshot, (version, publish_id) from the watermark row that
+// holds it, so every manifest row is paired with its watermark row.
+func (c *Catalog) manifestSQL() string {
+	return "SELECT version, publish_id, m.1 AS store_id, m.2 AS pack_id, m.3 AS destination, m.4 AS table FROM " +
+		ident(c.n.watermark()) + " ARRAY JOIN members AS m"
+}
+
 func (c *Catalog) snapshotsSQL() string {
-	// new_packs counts the manifest rows of the publish, written before its
-	// watermark row; a pack enters the manifest of one publish only, so the
-	// running sum is the snapshot's pack count.
+	// new_packs counts the members of the publish; a pack is a member of
+	// one publish only, so the running sum is the snapshot's pack count.
 	return fmt.Sprintf(`SELECT version, publish_id, published_at AS published_at_us, through_lsn, new_packs,
 		sum(new_packs) OVER (ORDER BY version ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS packs
 		FROM %s`, ident(c.n.watermark()))

@@ -28,15 +28,20 @@ func TestSchemaRefusals(t *testing.T) {
 		damage []string // statements run on a populated catalog
 		want   string   // in the refusal
 	}{
-		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [2 99]"},
-		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (3, 0)"}, "stamped with schema version [3]"},
-		// Version 1 kept the lease and the version claims in MergeTree tables.
-		{"previous stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (1, 0)"}, "stamped with schema version [1]"},
+		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [3 99]"},
+		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (4, 0)"}, "stamped with schema version [4]"},
+		// Version 2 kept the membership in a manifest table written by its
+		// own statement; version 1 also kept the lease and the version
+		// claims in MergeTree tables.
+		{"previous stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (2, 0)"}, "stamped with schema version [2]"},
+		{"older stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (1, 0)"}, "stamped with schema version [1]"},
 		{"unstamped but not empty", []string{"TRUNCATE TABLE sluice_schema_version"}, "carries no schema stamp"},
 		{"no stamp table", []string{"DROP TABLE sluice_schema_version"}, "carries no schema stamp (sluice_schema_version is absent)"},
 		{"lacks a table", []string{"DROP TABLE sluice_publisher_lease"}, "lacks sluice_publisher_lease"},
 		{"lacks a rows table", []string{"DROP VIEW `sluice_latest.public.items`", "DROP TABLE `sluice_rows.public.items`"}, "rows tables are missing: sluice_rows.public.items"},
-		{"inventory without membership", []string{"TRUNCATE TABLE sluice_manifest"}, "inventory without membership"},
+		// The membership lives in the watermark rows (the manifest is a
+		// view of them): empty every row's members.
+		{"inventory without membership", []string{"ALTER TABLE sluice_watermark UPDATE members = [] WHERE 1 SETTINGS mutations_sync = 2"}, "inventory without membership"},
 		{"inventory without rows", []string{"TRUNCATE TABLE `sluice_rows.public.items`"}, "inventory without rows"},
 	}
 	for _, be := range chtest.Backends(t) {
