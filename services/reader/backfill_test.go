@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,4 +131,39 @@ func backfillRow(t *testing.T, e *env) string {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// A value sluice cannot carry (a timestamp past int64 microseconds since
+// 1970) halts its table during the backfill, as it would in the stream; the
+// other table is copied and streams on, and the halt survives a restart.
+func TestBackfillBadValueHaltsOnlyItsTable(t *testing.T) {
+	e := newEnv(t, "public.odd", "public.fine")
+	e.cfg.Source.Backfill = true
+	e.exec(`CREATE TABLE odd (tenant_id text, id int PRIMARY KEY, ts timestamp);
+		ALTER TABLE odd REPLICA IDENTITY FULL;
+		CREATE TABLE fine (tenant_id text, id int PRIMARY KEY);
+		ALTER TABLE fine REPLICA IDENTITY FULL;
+		INSERT INTO odd VALUES ('t1', 1, '2020-01-01'), ('t1', 2, '294276-12-31 23:59:59');
+		INSERT INTO fine SELECT 't1', g FROM generate_series(1, 50) g;`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	e.exec(`INSERT INTO fine VALUES ('t1', 51); INSERT INTO odd VALUES ('t1', 3, '2021-01-01');`)
+	rows := waitRows(t, e, 51)
+	eventually(t, 10*time.Second, func() error {
+		if rows, _, _ = e.changes(); len(rows) < 51 {
+			return fmt.Errorf("%d rows", len(rows))
+		}
+		return nil
+	})
+	if h := run.r.Status().Halted["public.odd"]; !strings.Contains(h, "out of range") {
+		t.Errorf("odd not halted with the value's reason: %q", h)
+	}
+	for _, r := range rows {
+		if r.table == "public.odd" && r.vals["id"] == int64(3) {
+			t.Errorf("a change of the halted table was published: %v", r)
+		}
+	}
+	if st := backfillRow(t, e); st != "done" {
+		t.Errorf("reader_backfill says %q, want done", st)
+	}
 }

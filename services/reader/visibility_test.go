@@ -55,7 +55,9 @@ func moveInvisible(t *testing.T, noWait bool) row {
 	// the standby named does not exist. Set before the reader connects, so
 	// all its sessions start with synchronous_commit = local.
 	syncRep(t, e.dsn, `ALTER SYSTEM SET synchronous_commit = 'local'; ALTER SYSTEM SET synchronous_standby_names = 'sluice_no_such_standby'`)
-	t.Cleanup(func() { syncRep(t, e.dsn, `ALTER SYSTEM RESET synchronous_commit; ALTER SYSTEM RESET synchronous_standby_names`) })
+	t.Cleanup(func() {
+		syncRep(t, e.dsn, `ALTER SYSTEM RESET synchronous_commit; ALTER SYSTEM RESET synchronous_standby_names`)
+	})
 	eventually(t, 10*time.Second, func() error {
 		return showIs(ctx, e.dsn, "synchronous_standby_names", "sluice_no_such_standby")
 	})

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -267,7 +268,13 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 				row.Values = append(row.Values, v)
 			}
 			if err := b.Append(&row); err != nil {
-				return fmt.Errorf("backfilling %s: %w", t.Name, err)
+				if !errors.Is(err, batch.ErrValue) {
+					return fmt.Errorf("backfilling %s: %w", t.Name, err)
+				}
+				// A value sluice cannot carry: halt this table as the
+				// stream would (persisted, so the stream skips it too);
+				// the other tables' copies go on.
+				return haltBackfill(ctx, t.Name, snap.ConsistentPoint, o, err)
 			}
 			if b.Rows() >= o.BatchRows || b.Bytes() >= o.BatchBytes {
 				if err := flush(); err != nil {
@@ -286,5 +293,18 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 		return err
 	}
 	_, _ = conn.Exec(ctx, "COMMIT")
+	return nil
+}
+
+// haltBackfill halts table during its copy: recorded like a halt of the
+// stream (the reason names the value), so `sluice status` shows it and the
+// stream that follows never publishes the table's changes.
+func haltBackfill(ctx context.Context, table string, at proto.LSN, o *Options, cause error) error {
+	o.Log.Error("table halted during backfill: its rows are no longer published; fix the value or leave the table out, then resync it", "table", table, "reason", "bad_value", "error", cause)
+	if err := o.Halt(ctx, table, cause.Error(), at); err != nil {
+		return fmt.Errorf("recording halt of %s: %w", table, err)
+	}
+	o.Metrics.Halted.WithLabelValues(table, "bad_value").Set(1)
+	o.State.SetHalted(table, cause.Error())
 	return nil
 }
