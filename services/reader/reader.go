@@ -338,7 +338,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		Slot: r.cfg.Source.Slot, Publication: r.cfg.Source.Publication, Tables: tables,
 		BatchRows: r.cfg.Reader.BatchRows, BatchBytes: int(r.cfg.Reader.BatchBytes), MaxPayload: int(r.cfg.NATS.MaxPayload),
 		BatchInterval: r.cfg.Reader.BatchInterval, StatusInterval: r.cfg.Reader.StatusInterval,
-		AckWait: 30 * time.Second, MaxInFlight: r.cfg.Reader.MaxInFlight,
+		AckWait: r.cfg.Reader.AckWait, MaxInFlight: r.cfg.Reader.MaxInFlight,
 		Mem: r.deps.Mem, Append: pgtypes.AppendText,
 		Resolve: func(ctx context.Context, relid uint32, c pgoutput.Column) (proto.Kind, string, error) {
 			// The type the Relation message names (historic on a replay),

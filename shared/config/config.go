@@ -134,6 +134,7 @@ type Reader struct {
 	BatchBytes      ByteSize      `yaml:"batch_bytes"`
 	BatchInterval   time.Duration `yaml:"batch_interval"`
 	MaxInFlight     int           `yaml:"max_in_flight"`
+	AckWait         time.Duration `yaml:"ack_wait"` // how long a publish waits for its PubAck before the session restarts
 	StatusInterval  time.Duration `yaml:"status_interval"`
 	LeaseTTL        time.Duration `yaml:"lease_ttl"`
 	BackfillWorkers int           `yaml:"backfill_workers"`
@@ -219,6 +220,7 @@ func Default() Config {
 			BatchBytes:      4 << 20,
 			BatchInterval:   200 * time.Millisecond,
 			MaxInFlight:     64,
+			AckWait:         30 * time.Second,
 			StatusInterval:  time.Second,
 			LeaseTTL:        10 * time.Second,
 			BackfillWorkers: 4,
@@ -398,6 +400,7 @@ func (c *Config) Validate() error {
 		{"reader.batch_bytes", int64(c.Reader.BatchBytes)},
 		{"reader.batch_interval", int64(c.Reader.BatchInterval)},
 		{"reader.max_in_flight", int64(c.Reader.MaxInFlight)},
+		{"reader.ack_wait", int64(c.Reader.AckWait)},
 		{"reader.status_interval", int64(c.Reader.StatusInterval)},
 		{"reader.lease_ttl", int64(c.Reader.LeaseTTL)},
 		{"reader.backfill_workers", int64(c.Reader.BackfillWorkers)},

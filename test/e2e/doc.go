@@ -26,7 +26,7 @@
 //     not acknowledge the switch). The flusher's is the soak; the reader's
 //     (rule 2) loses one publish through kit.FaultProxy instead, with
 //     TestReaderLostPublishSurvived as its positive twin (the same fault,
-//     rule on; ~35 s, in make test). readerloss_test.go says why.
+//     rule on; ~15 s, in make test). readerloss_test.go says why.
 //   - TestToastScenarios: one key per TOAST scenario, to name the one that
 //     breaks rule 6.
 //   - TestTraceEndToEnd: spans of one transaction in all five services,

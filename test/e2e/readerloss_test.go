@@ -30,7 +30,7 @@ import (
 // that fault: it drops one whole HPUB frame of a data message on CHANGES
 // once the reader streams. The broker never sees it; the later publishes
 // are stored and acked; the lost one's PubAck never comes, and after the
-// reader's ack wait (30 s) its session ends and a new one starts from the
+// reader's ack wait (reader.ack_wait, 8 s here) its session ends and a new one starts from the
 // slot's confirmed LSN.
 //
 //   - TestReaderLostPublishSurvived/unchained (rule on): the reader keeps
@@ -56,7 +56,7 @@ import (
 // Workload: one table, small transactions (3 inserts and 1 update) at
 // ~40/s over 6 tenants, reader batches of 20 rows; updates touch only the
 // backfilled rows, so a lost insert is never written again and stays
-// visible to the oracle. Each run takes ~35 s, 30 of them the reader's ack
+// visible to the oracle. Each run takes ~15 s, 8 of them the reader's ack
 // wait.
 
 // TestReaderLostPublishSurvived is the positive twin of
@@ -69,7 +69,7 @@ func TestReaderLostPublishSurvived(t *testing.T) {
 		name := map[bool]string{false: "unchained", true: "chained"}[chained]
 		t.Run(name, func(t *testing.T) {
 			if chained && os.Getenv("SLUICE_LOST_PUBLISH_CHAINED") == "" {
-				t.Skip("production configuration under the same fault: set SLUICE_LOST_PUBLISH_CHAINED=1 (another 35 s)")
+				t.Skip("production configuration under the same fault: set SLUICE_LOST_PUBLISH_CHAINED=1 (another 15 s)")
 			}
 			r := lostPublish(t, false, chained)
 			report(t, r.rep)
@@ -112,6 +112,10 @@ func TestNegativeReaderScalarMaxLSN(t *testing.T) {
 
 const unsafeScalarMax = "SLUICE_UNSAFE_SCALAR_MAX_LSN"
 
+// lostAckWait is the reader's ack wait (reader.ack_wait) in these tests:
+// the window in which later batches are acked while the lost one waits.
+const lostAckWait = 8 * time.Second
+
 // lostPublishRun is what lostPublish saw.
 type lostPublishRun struct {
 	rep          kit.Report
@@ -143,7 +147,7 @@ INSERT INTO public.lost_items SELECT 't' || (g % 6), g, 'row ' || g FROM generat
 		t.Fatal(err)
 	}
 
-	env := []string{"SLUICE_READER_BATCH_ROWS=20", "SLUICE_READER_BATCH_INTERVAL=10ms"}
+	env := []string{"SLUICE_READER_BATCH_ROWS=20", "SLUICE_READER_BATCH_INTERVAL=10ms", "SLUICE_READER_ACK_WAIT=" + lostAckWait.String()}
 	if !chained {
 		env = append(env, "SLUICE_UNSAFE_UNCHAINED=1")
 	}
