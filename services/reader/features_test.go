@@ -2,6 +2,7 @@ package reader
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,35 @@ func TestTruncateHalts(t *testing.T) {
 	}
 	if h := run2.r.Status().Halted["public.a"]; h == "" {
 		t.Error("halt not persisted across restart")
+	}
+}
+
+// A partitioned table's changes arrive as the table itself (the publication
+// publishes via the partition root), including a move across partitions.
+func TestPartitionedTable(t *testing.T) {
+	e := newEnv(t, "public.pt")
+	e.exec(`CREATE TABLE pt (tenant_id text NOT NULL, id int NOT NULL, v int, PRIMARY KEY (tenant_id, id)) PARTITION BY LIST (tenant_id);
+		CREATE TABLE pt_a PARTITION OF pt FOR VALUES IN ('a');
+		CREATE TABLE pt_rest PARTITION OF pt DEFAULT;`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	e.exec(`INSERT INTO pt VALUES ('a', 1, 1), ('b', 2, 2)`)
+	e.exec(`UPDATE pt SET tenant_id = 'a' WHERE id = 2`) // moves to pt_a
+	e.exec(`DELETE FROM pt WHERE id = 1`)
+	rows := waitRows(t, e, 5)
+	var ops []string
+	for _, r := range rows {
+		if r.table != "public.pt" {
+			t.Errorf("a change of %s, want public.pt: %v", r.table, r)
+		}
+		ops = append(ops, fmt.Sprintf("%d:%v:%v", r.op, r.vals["tenant_id"], r.vals["id"]))
+	}
+	want := []string{
+		fmt.Sprintf("%d:a:1", proto.OpInsert), fmt.Sprintf("%d:b:2", proto.OpInsert),
+		fmt.Sprintf("%d:b:2", proto.OpDelete), fmt.Sprintf("%d:a:2", proto.OpInsert),
+		fmt.Sprintf("%d:a:1", proto.OpDelete),
+	}
+	if !slices.Equal(ops, want) {
+		t.Errorf("changes (op:tenant:id) %v, want %v", ops, want)
 	}
 }

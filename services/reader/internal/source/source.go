@@ -134,7 +134,10 @@ func EnsurePublication(ctx context.Context, q Querier, pub string, tables []stri
 		return b.String()
 	}
 	if !exists {
-		sql := "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + quoted(tables)
+		// publish_via_partition_root: a partitioned table's changes are
+		// published as the table itself (the one configured), not as its
+		// partitions, which sluice does not capture.
+		sql := "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + quoted(tables) + " WITH (publish_via_partition_root = true)"
 		if _, err := q.Exec(ctx, sql); err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && pe.Code == "42710" { // created concurrently
@@ -144,9 +147,24 @@ func EnsurePublication(ctx context.Context, q Querier, pub string, tables []stri
 		}
 		return nil
 	}
-	var allTables bool
-	if err := q.QueryRow(ctx, `SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&allTables); err != nil {
+	var allTables, viaRoot bool
+	if err := q.QueryRow(ctx, `SELECT puballtables, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&allTables, &viaRoot); err != nil {
 		return fmt.Errorf("reading publication %s: %w", pub, err)
+	}
+	if !viaRoot {
+		var partitioned bool
+		if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.relkind = 'p' AND n.nspname || '.' || c.relname = ANY($1))`, tables).Scan(&partitioned); err != nil {
+			return fmt.Errorf("looking for partitioned tables: %w", err)
+		}
+		if partitioned {
+			// Without it a partitioned table's changes arrive as its
+			// partitions' and would be ignored.
+			sql := "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " SET (publish_via_partition_root = true)"
+			if _, err := q.Exec(ctx, sql); err != nil {
+				return fmt.Errorf("publishing partitioned tables via their root in publication %s: %w (or run: %s)", pub, err, sql)
+			}
+		}
 	}
 	if allTables {
 		return nil
