@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -289,9 +291,78 @@ func decode(b []byte, cfg *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return err
+		return namedKeyError(b, err)
 	}
 	return checkSecretsInFile(b)
+}
+
+// namedKeyError turns the YAML decoder's first type error ("line 5: cannot
+// unmarshal !!str `soon` into time.Duration", "line 3: field foo not found
+// in type config.Delivery") into a KeyError naming the dotted key on that
+// line (delivery.flush_interval). Other errors pass through.
+func namedKeyError(b []byte, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) || len(te.Errors) == 0 {
+		return err
+	}
+	lineText, msg, ok := strings.Cut(strings.TrimPrefix(te.Errors[0], "line "), ": ")
+	line, convErr := strconv.Atoi(lineText)
+	if !ok || convErr != nil {
+		return err
+	}
+	key := keyLines(b)[line]
+	if key == "" {
+		return err
+	}
+	if strings.HasPrefix(msg, "field ") && strings.Contains(msg, " not found in type ") {
+		msg = "unknown key"
+	}
+	msg += fmt.Sprintf(" (line %d)", line)
+	if n := len(te.Errors) - 1; n > 0 {
+		msg += fmt.Sprintf("; and %d more", n)
+	}
+	return &KeyError{Key: key, Msg: msg}
+}
+
+// keyLines maps each line of a YAML document that holds a mapping key, or
+// a value on a line of its own, to the key's dotted path.
+func keyLines(b []byte) map[int]string {
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) != nil {
+		return nil
+	}
+	lines := map[int]string{}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				lines[k.Line] = p
+				if _, ok := lines[v.Line]; !ok {
+					lines[v.Line] = p
+				}
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				if _, ok := lines[c.Line]; !ok {
+					lines[c.Line] = path
+				}
+				walk(c, path)
+			}
+		}
+	}
+	walk(&root, "")
+	return lines
 }
 
 // KeyError names a configuration key and what is wrong with it.

@@ -54,8 +54,12 @@ telemetry:
 
 func TestRefusals(t *testing.T) {
 	cases := []struct{ yaml, key string }{
-		{"bogus: 1", "field bogus not found"},
-		{"delivery:\n  flush_intervall: 5s", "flush_intervall"},
+		{"bogus: 1", "config key bogus: unknown key"},
+		{"delivery:\n  flush_intervall: 5s", "config key delivery.flush_intervall: unknown key"},
+		{"delivery:\n  flush_interval: soon", "config key delivery.flush_interval: cannot unmarshal"},
+		{"source:\n  backfill: maybe", "config key source.backfill"},
+		{"delivery:\n  partitions: [1, 2]", "config key delivery.partitions"},
+		{"source:\n  tables:\n    - public.a\n    - {x: 1}", "config key source.tables"},
 		{"delivery:\n  flush_interval: -5s", "delivery.flush_interval"},
 		{"delivery:\n  partitions: 0", "delivery.partitions"},
 		{"destinations:\n  mode: every", "destinations.mode"},
