@@ -61,6 +61,8 @@ func TestValidation(t *testing.T) {
 		{"no routing column", `CREATE TABLE t (org text, id int PRIMARY KEY)`, "public.t", `no routing column "tenant_id"`},
 		{"reserved column", `CREATE TABLE t (tenant_id text, id int, _sluice_x int, PRIMARY KEY (tenant_id, id))`, "public.t", "reserved"},
 		{"identity nothing", `CREATE TABLE t (tenant_id text, id int, PRIMARY KEY (tenant_id, id)); ALTER TABLE t REPLICA IDENTITY NOTHING`, "public.t", "REPLICA IDENTITY NOTHING"},
+		{"date routing column", `CREATE TABLE t (tenant_id date, id int, PRIMARY KEY (tenant_id, id))`, "public.t", "routing column tenant_id is date"},
+		{"boolean routing column", `CREATE TABLE t (tenant_id boolean, id int, PRIMARY KEY (tenant_id, id))`, "public.t", "routing column tenant_id is boolean"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

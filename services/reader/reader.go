@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
@@ -319,6 +320,9 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		if err != nil {
 			return err
 		}
+		if err := checkRoutingKind(ctx, src, t); err != nil {
+			return err
+		}
 		tables[name] = t
 		list = append(list, t)
 	}
@@ -529,4 +533,25 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// checkRoutingKind refuses a routing column the router cannot route by:
+// it routes by integers and by text forms (text, varchar, char, uuid,
+// numeric, enums and the other types that travel as text), not by
+// booleans, floats, dates, timestamps, bytea or arrays.
+func checkRoutingKind(ctx context.Context, src *pgxpool.Pool, t source.Table) error {
+	kind, pgType, err := pgtypes.ResolveColumn(ctx, src, t.OID, t.Routing)
+	if err != nil {
+		return fmt.Errorf("resolving the routing column %s of %s: %w", t.Routing, t.Name, err)
+	}
+	at, err := kind.ArrowType()
+	if err != nil {
+		return fmt.Errorf("resolving the routing column %s of %s: %w", t.Routing, t.Name, err)
+	}
+	switch at.ID() {
+	case arrow.INT16, arrow.INT32, arrow.INT64, arrow.STRING:
+		return nil
+	}
+	return fmt.Errorf("%w: table %s: routing column %s is %s; sluice routes by integer, text, varchar, char, uuid, numeric or enum columns: set source.routing_columns.%s to the column that names the tenant",
+		source.ErrInvalidSource, t.Name, t.Routing, pgType, t.Name)
 }
