@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -326,7 +327,12 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		tables[name] = t
 		list = append(list, t)
 	}
-	if err := source.EnsurePublication(ctx, src, r.cfg.Source.Publication, r.cfg.Source.Tables); err != nil {
+	added, err := source.EnsurePublication(ctx, src, r.cfg.Source.Publication, r.cfg.Source.Tables)
+	if err != nil {
+		return err
+	}
+	copyOnly, err := r.backfillAdded(ctx, src, statePool, added)
+	if err != nil {
 		return err
 	}
 	halts, err := loadHalts(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot)
@@ -375,7 +381,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { r.pollRetained(gctx, src); return nil })
 	g.Go(func() error {
-		if err := r.prepareSlot(gctx, src, statePool, list, opts); err != nil {
+		if err := r.prepareSlot(gctx, src, statePool, list, copyOnly, opts); err != nil {
 			return err
 		}
 		return r.stream(gctx, src, opts)
@@ -385,7 +391,37 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 
 // prepareSlot creates the slot when missing, with a backfill when
 // configured, and redoes a backfill a previous reader did not finish.
-func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *pgxpool.Pool, tables []source.Table, opts *capture.Options) error {
+// backfillAdded marks the backfill due again when tables were added to the
+// publication of an existing slot (source.tables grew): the stream carries
+// their changes from now on, and their existing rows need a copy. The copy
+// is the redo of prepareSlot: a temporary slot's snapshot, at its later
+// consistent point. It returns the tables to copy when only those are due
+// (a previous backfill finished); nil means every table (the mark is
+// persisted first, so a reader that dies before the copy ends copies every
+// table again: more work, nothing missed).
+func (r *Reader) backfillAdded(ctx context.Context, src, statePool *pgxpool.Pool, added []string) ([]string, error) {
+	if len(added) == 0 || !r.cfg.Source.Backfill {
+		return nil, nil
+	}
+	sl, err := source.LookupSlot(ctx, src, r.cfg.Source.Slot)
+	if err != nil || !sl.Exists {
+		return nil, err
+	}
+	bf, err := backfillState(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot)
+	if err != nil {
+		return nil, err
+	}
+	r.log.Warn("tables added to source.tables: copying their existing rows", "tables", added)
+	if err := setBackfill(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, "running", 0); err != nil {
+		return nil, err
+	}
+	if bf != "done" {
+		return nil, nil
+	}
+	return added, nil
+}
+
+func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *pgxpool.Pool, tables []source.Table, copyOnly []string, opts *capture.Options) error {
 	slot := r.cfg.Source.Slot
 	sl, err := source.LookupSlot(ctx, src, slot)
 	if err != nil {
@@ -426,7 +462,9 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 		// this connection) and takes its later consistent point as LSN, so
 		// every change it reflects is older and every later one newer.
 		name, temporary = slot+"_backfill", true
-		r.log.Warn("a previous backfill did not finish: copying again", "snapshot_slot", name)
+		if len(copyOnly) == 0 {
+			r.log.Warn("a previous backfill did not finish: copying again", "snapshot_slot", name)
+		}
 	}
 	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, name, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
 		Mode: pglogrepl.LogicalReplication, SnapshotAction: action, Temporary: temporary})
@@ -442,6 +480,9 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 		return nil
 	}
 	snap := capture.Snapshot{Name: res.SnapshotName, ConsistentPoint: cp, Time: time.Now()}
+	if redo && len(copyOnly) > 0 {
+		tables = slices.DeleteFunc(slices.Clone(tables), func(t source.Table) bool { return !slices.Contains(copyOnly, t.Name) })
+	}
 	if err := capture.Backfill(ctx, r.dsnWithParams(), snap, tables, r.cfg.Reader.BackfillWorkers, opts); err != nil {
 		return err
 	}

@@ -116,11 +116,12 @@ func Describe(ctx context.Context, q Querier, name, routing string) (Table, erro
 }
 
 // EnsurePublication creates the publication for tables, or adds the tables
-// it lacks. It is idempotent.
-func EnsurePublication(ctx context.Context, q Querier, pub string, tables []string) error {
+// it lacks and returns them (a table added to source.tables: its existing
+// rows need a copy). It is idempotent.
+func EnsurePublication(ctx context.Context, q Querier, pub string, tables []string) (added []string, err error) {
 	var exists bool
 	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)`, pub).Scan(&exists); err != nil {
-		return fmt.Errorf("looking up publication %s: %w", pub, err)
+		return nil, fmt.Errorf("looking up publication %s: %w", pub, err)
 	}
 	quoted := func(ts []string) string {
 		var b strings.Builder
@@ -143,39 +144,39 @@ func EnsurePublication(ctx context.Context, q Querier, pub string, tables []stri
 			if errors.As(err, &pe) && pe.Code == "42710" { // created concurrently
 				return EnsurePublication(ctx, q, pub, tables)
 			}
-			return fmt.Errorf("creating publication %s: %w (or create it yourself: %s)", pub, err, sql)
+			return nil, fmt.Errorf("creating publication %s: %w (or create it yourself: %s)", pub, err, sql)
 		}
-		return nil
+		return nil, nil
 	}
 	var allTables, viaRoot bool
 	if err := q.QueryRow(ctx, `SELECT puballtables, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&allTables, &viaRoot); err != nil {
-		return fmt.Errorf("reading publication %s: %w", pub, err)
+		return nil, fmt.Errorf("reading publication %s: %w", pub, err)
 	}
 	if !viaRoot {
 		var partitioned bool
 		if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 			WHERE c.relkind = 'p' AND n.nspname || '.' || c.relname = ANY($1))`, tables).Scan(&partitioned); err != nil {
-			return fmt.Errorf("looking for partitioned tables: %w", err)
+			return nil, fmt.Errorf("looking for partitioned tables: %w", err)
 		}
 		if partitioned {
 			// Without it a partitioned table's changes arrive as its
 			// partitions' and would be ignored.
 			sql := "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " SET (publish_via_partition_root = true)"
 			if _, err := q.Exec(ctx, sql); err != nil {
-				return fmt.Errorf("publishing partitioned tables via their root in publication %s: %w (or run: %s)", pub, err, sql)
+				return nil, fmt.Errorf("publishing partitioned tables via their root in publication %s: %w (or run: %s)", pub, err, sql)
 			}
 		}
 	}
 	if allTables {
-		return nil
+		return nil, nil
 	}
 	rows, err := q.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1`, pub)
 	if err != nil {
-		return fmt.Errorf("listing tables of publication %s: %w", pub, err)
+		return nil, fmt.Errorf("listing tables of publication %s: %w", pub, err)
 	}
 	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("listing tables of publication %s: %w", pub, err)
+		return nil, fmt.Errorf("listing tables of publication %s: %w", pub, err)
 	}
 	var missing []string
 	for _, t := range tables {
@@ -184,13 +185,13 @@ func EnsurePublication(ctx context.Context, q Querier, pub string, tables []stri
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return nil, nil
 	}
 	sql := "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " ADD TABLE " + quoted(missing)
 	if _, err := q.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("adding %v to publication %s: %w (or run: %s)", missing, pub, err, sql)
+		return nil, fmt.Errorf("adding %v to publication %s: %w (or run: %s)", missing, pub, err, sql)
 	}
-	return nil
+	return missing, nil
 }
 
 // Slot is what pg_replication_slots says about a slot.
