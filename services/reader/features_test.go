@@ -209,3 +209,29 @@ func TestPartitionedTable(t *testing.T) {
 		t.Errorf("changes (op:tenant:id) %v, want %v", ops, want)
 	}
 }
+
+// A replica identity changed while the reader runs so that deletes no
+// longer carry the routing column halts the table (its deletes and moves
+// would reach no tenant); the other table goes on.
+func TestIdentityChangeHalts(t *testing.T) {
+	e := newEnv(t, "public.a", "public.b")
+	e.exec(`CREATE TABLE a (tenant_id text, id int PRIMARY KEY); ALTER TABLE a REPLICA IDENTITY FULL;
+		CREATE TABLE b (tenant_id text, id int PRIMARY KEY); ALTER TABLE b REPLICA IDENTITY FULL;`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	e.exec(`INSERT INTO a VALUES ('t', 1); INSERT INTO b VALUES ('t', 1);`)
+	e.exec(`ALTER TABLE a REPLICA IDENTITY DEFAULT`)
+	e.exec(`DELETE FROM a WHERE id = 1; INSERT INTO b VALUES ('t', 2);`)
+	rows := waitRows(t, e, 3)
+	eventually(t, 10*time.Second, func() error {
+		if h := run.r.Status().Halted["public.a"]; !strings.Contains(h, "replica identity") {
+			return fmt.Errorf("a not halted: %q", h)
+		}
+		return nil
+	})
+	for _, r := range rows {
+		if r.table == "public.a" && r.op == proto.OpDelete {
+			t.Errorf("a delete without its tenant was published: %v", r)
+		}
+	}
+}

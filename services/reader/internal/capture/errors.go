@@ -9,6 +9,10 @@ var (
 	ErrTooLarge = errors.New("batch larger than nats.max_payload")
 	// ErrTruncate is why a table halts on TRUNCATE.
 	ErrTruncate = errors.New("TRUNCATE is not replicated: the table is halted until it is resynced")
+	// ErrIdentityChanged is why a table halts when its replica identity no
+	// longer carries the routing column (ALTER TABLE ... REPLICA IDENTITY
+	// while sluice runs): its deletes would have no tenant.
+	ErrIdentityChanged = errors.New("replica identity no longer carries the routing column: the table is halted until an operator acts")
 	// ErrTypeChanged is why a table halts when a column's type changes.
 	ErrTypeChanged = errors.New("column type changed: the table is halted until an operator acts")
 	// ErrReplication wraps failures of the replication connection.

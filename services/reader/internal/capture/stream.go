@@ -471,6 +471,16 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	if t == nil || t.halted {
 		return nil
 	}
+	// What a DELETE, and the old image of a move, carries is the replica
+	// identity: the routing column must be in it (checked at start; an ALTER
+	// TABLE ... REPLICA IDENTITY while sluice runs shows up here).
+	if r.Identity != 'f' && !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Key && c.Name == t.info.Routing }) {
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
+		}
+		return s.halt(ctx, t, "replica_identity", fmt.Errorf("%w: %s has REPLICA IDENTITY %q without %s; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it",
+			ErrIdentityChanged, name, string(r.Identity), t.info.Routing, name))
+	}
 	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
 		return nil
 	}
