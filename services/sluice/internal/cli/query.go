@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -106,6 +108,9 @@ func newWaitCmd(g *globalFlags) *cobra.Command {
 					got, perr := proto.ParseLSN(s.ThroughLSN)
 					if perr == nil && got >= target {
 						fmt.Fprintf(os.Stderr, "snapshot %d includes everything through %s (through_lsn %s)\n", s.Version, target, s.ThroughLSN)
+						for _, w := range attention(ctx, c) {
+							fmt.Fprintln(os.Stderr, "warning: "+w)
+						}
 						return nil
 					}
 					last = fmt.Sprintf("latest snapshot %d is through %s", s.Version, s.ThroughLSN)
@@ -306,4 +311,44 @@ func printStatus(w io.Writer, raw []byte) error {
 	}
 	_, err := w.Write(append(pretty.Bytes(), '\n'))
 	return err
+}
+
+// attention lists what the snapshot a wait returned on leaves out, as the
+// status of the process at --server shows it: halted tables (their changes
+// after the halt are in no snapshot), halted destinations, dead letters.
+// Errors reading the status leave the list empty: the wait itself succeeded.
+func attention(ctx context.Context, c *client) []string {
+	var st struct {
+		Services struct {
+			Reader struct {
+				Halted map[string]string `json:"halted_tables"`
+			} `json:"reader"`
+			Flusher struct {
+				Destinations []struct {
+					Destination string `json:"destination"`
+					State       string `json:"state"`
+					LastError   string `json:"last_error"`
+				} `json:"destinations"`
+			} `json:"flusher"`
+		} `json:"services"`
+		Streams []api.StreamStatus `json:"streams"`
+	}
+	if err := c.get(ctx, "/api/v1/status", nil, &st); err != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range slices.Sorted(maps.Keys(st.Services.Reader.Halted)) {
+		out = append(out, fmt.Sprintf("table %s is halted, its later changes are in no snapshot: %s", t, st.Services.Reader.Halted[t]))
+	}
+	for _, d := range st.Services.Flusher.Destinations {
+		if d.State == "halted" || d.State == "error" {
+			out = append(out, fmt.Sprintf("destination %s is %s: %s", d.Destination, d.State, d.LastError))
+		}
+	}
+	for _, s := range st.Streams {
+		if s.Name == proto.StreamDLQ && s.Messages > 0 {
+			out = append(out, fmt.Sprintf("%d messages are in the dead-letter stream (sluice dlq list)", s.Messages))
+		}
+	}
+	return out
 }
