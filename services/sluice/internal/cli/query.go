@@ -299,18 +299,84 @@ func (t *tableWriter) row(r json.RawMessage) error {
 }
 func (t *tableWriter) close() error { return t.w.Flush() }
 
-// printStatus renders the status JSON for a person.
+// printStatus renders the status JSON for a person: the latest snapshot,
+// halted tables, one line per destination, one per stream consumer, then
+// every other service field as indented JSON (the whole document is
+// `sluice status --json`).
 func printStatus(w io.Writer, raw []byte) error {
-	var s map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &s); err != nil {
+	var st struct {
+		Services map[string]json.RawMessage `json:"services"`
+		Snapshot *api.Snapshot              `json:"snapshot"`
+		Streams  []api.StreamStatus         `json:"streams"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("decoding status: %w", err)
 	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, raw, "", "  "); err != nil {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if s := st.Snapshot; s != nil {
+		fmt.Fprintf(tw, "snapshot %d\tpublished %s\tthrough_lsn %s\tpacks %d\n", s.Version, s.PublishedAt.Format(time.RFC3339), s.ThroughLSN, s.Packs)
+	} else {
+		fmt.Fprintln(tw, "no snapshot published yet")
+	}
+	var reader struct {
+		State  string            `json:"state"`
+		Halted map[string]string `json:"halted_tables"`
+	}
+	if r, ok := st.Services["reader"]; ok && json.Unmarshal(r, &reader) == nil {
+		fmt.Fprintf(tw, "reader\t%s\n", reader.State)
+		for _, t := range slices.Sorted(maps.Keys(reader.Halted)) {
+			fmt.Fprintf(tw, "  halted table %s\t%s\n", t, reader.Halted[t])
+		}
+	}
+	var flusher struct {
+		Destinations []struct {
+			Destination  string  `json:"destination"`
+			Partition    int     `json:"partition"`
+			State        string  `json:"state"`
+			BufferedRows int64   `json:"buffered_rows"`
+			Cursor       string  `json:"cursor"`
+			LastPack     string  `json:"last_pack"`
+			LastError    string  `json:"last_error"`
+			AgeSeconds   float64 `json:"age_seconds"`
+			HeldMessages int     `json:"held_messages"`
+		} `json:"destinations"`
+	}
+	if f, ok := st.Services["flusher"]; ok && json.Unmarshal(f, &flusher) == nil && len(flusher.Destinations) > 0 {
+		fmt.Fprintln(tw, "\nDESTINATION\tPARTITION\tSTATE\tBUFFERED ROWS\tCURSOR\tLAST PACK\tLAG\tERROR")
+		for _, d := range flusher.Destinations {
+			name := d.Destination
+			if v, err := proto.DecodeDestination(name); err == nil && v != name {
+				name += " (" + v + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%.1fs\t%s\n", name, d.Partition, d.State, d.BufferedRows, d.Cursor, d.LastPack, d.AgeSeconds, d.LastError)
+		}
+	}
+	if len(st.Streams) > 0 {
+		fmt.Fprintln(tw, "\nSTREAM\tMESSAGES\tBYTES\tCONSUMER\tPENDING\tACK PENDING\tREDELIVERED")
+		for _, s := range st.Streams {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t\t\t\t\n", s.Name, s.Messages, s.Bytes)
+			for _, c := range s.Consumers {
+				fmt.Fprintf(tw, "\t\t\t%s\t%d\t%d\t%d\n", c.Name, c.Pending, c.AckPending, c.Redelivered)
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := w.Write(append(pretty.Bytes(), '\n'))
-	return err
+	fmt.Fprintln(w)
+	for _, name := range slices.Sorted(maps.Keys(st.Services)) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(st.Services[name], &m) != nil {
+			continue
+		}
+		delete(m, "destinations") // the table above
+		b, err := json.Marshal(m)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(w, "%s: %s\n", name, b)
+	}
+	return nil
 }
 
 // attention lists what the snapshot a wait returned on leaves out, as the

@@ -1,0 +1,30 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// sluice status renders the snapshot, halted tables, one line per
+// destination (an encoded name with its routing value) and the streams.
+func TestPrintStatus(t *testing.T) {
+	raw := `{"services":{"reader":{"state":"streaming","halted_tables":{"public.m":"TRUNCATE is not replicated"}},
+		"flusher":{"id":"f1","destinations":[{"destination":"~c4n64","partition":7,"state":"healthy","buffered_rows":3,"cursor":"0/10:1","age_seconds":1.5}]}},
+		"snapshot":{"version":4,"published_at":"2026-11-30T10:00:00Z","through_lsn":"0/20","packs":9},
+		"streams":[{"name":"DLQ","messages":2,"bytes":10,"consumers":[{"name":"c","pending":1,"ack_pending":0,"redelivered":0}]}]}`
+	var out bytes.Buffer
+	if err := printStatus(&out, []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"snapshot 4", "through_lsn 0/20", "packs 9",
+		"halted table public.m", "TRUNCATE is not replicated",
+		"~c4n64 (a.b)", "healthy", "0/10:1", "1.5s",
+		"DLQ", `flusher: {"id":"f1"}`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
