@@ -235,3 +235,24 @@ func TestIdentityChangeHalts(t *testing.T) {
 		}
 	}
 }
+
+// A captured table renamed while the reader runs halts (its later changes
+// would be lost in silence); the other table goes on. (A table dropped and
+// created again leaves the publication: see the README's schema notes.)
+func TestRenamedTableHalts(t *testing.T) {
+	e := newEnv(t, "public.a", "public.c")
+	e.exec(`CREATE TABLE a (tenant_id text, id int PRIMARY KEY); ALTER TABLE a REPLICA IDENTITY FULL;
+		CREATE TABLE c (tenant_id text, id int PRIMARY KEY); ALTER TABLE c REPLICA IDENTITY FULL;`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	e.exec(`INSERT INTO a VALUES ('t', 1); INSERT INTO c VALUES ('t', 1);`)
+	e.exec(`ALTER TABLE a RENAME TO a2; INSERT INTO a2 VALUES ('t', 2);`)
+	e.exec(`INSERT INTO c VALUES ('t', 2)`)
+	waitRows(t, e, 3)
+	eventually(t, 10*time.Second, func() error {
+		if h := run.r.Status().Halted["public.a"]; !strings.Contains(h, "renamed to public.a2") {
+			return fmt.Errorf("a not halted: %q", h)
+		}
+		return nil
+	})
+}

@@ -13,6 +13,9 @@ var (
 	// longer carries the routing column (ALTER TABLE ... REPLICA IDENTITY
 	// while sluice runs): its deletes would have no tenant.
 	ErrIdentityChanged = errors.New("replica identity no longer carries the routing column: the table is halted until an operator acts")
+	// ErrTableReplaced is why a table halts when it is renamed, or dropped
+	// and created again, while sluice runs.
+	ErrTableReplaced = errors.New("captured table replaced: the table is halted until an operator acts")
 	// ErrTypeChanged is why a table halts when a column's type changes.
 	ErrTypeChanged = errors.New("column type changed: the table is halted until an operator acts")
 	// ErrReplication wraps failures of the replication connection.

@@ -468,8 +468,28 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	name := r.Namespace + "." + r.Name
 	t := s.tables[name]
 	s.rels[r.ID] = t
-	if t == nil || t.halted {
+	if t == nil {
+		// A captured table under another name: renamed while sluice runs.
+		for _, old := range s.tables {
+			if old.info.OID == r.ID && !old.halted {
+				if err := s.cut(ctx, old, s.clean); err != nil {
+					return err
+				}
+				return s.halt(ctx, old, "renamed", fmt.Errorf("%w: %s was renamed to %s; put the new name in source.tables and resync it", ErrTableReplaced, old.info.Name, name))
+			}
+		}
 		return nil
+	}
+	if t.halted {
+		return nil
+	}
+	if t.info.OID != 0 && r.ID != t.info.OID {
+		// Same name, another relation: dropped and created again (a DROP
+		// is not replicated, so the old rows would stay).
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
+		}
+		return s.halt(ctx, t, "recreated", fmt.Errorf("%w: %s is another table than the one captured (relation %d, was %d): it was dropped and created again; resync it", ErrTableReplaced, name, r.ID, t.info.OID))
 	}
 	// What a DELETE, and the old image of a move, carries is the replica
 	// identity: the routing column must be in it (checked at start; an ALTER
