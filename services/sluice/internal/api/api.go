@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -255,6 +256,16 @@ func (a *handler) rows(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.fail(w, err)
 		return
+	}
+	// A routing value can look like an encoded name ("~ab"): names win, but
+	// an encoded name that holds nothing is taken as the value it also is.
+	if arg := q.Get("destination"); len(page.Rows) == 0 && arg == dest && strings.HasPrefix(arg, "~") && a.d.Config.Destinations.Mode != "list" {
+		if alt, err := proto.DestinationName(arg); err == nil && alt != dest {
+			rq.Destination = alt
+			if p2, err := a.d.Reads.Rows(r.Context(), rq); err == nil && len(p2.Rows) > 0 {
+				page = p2
+			}
+		}
 	}
 	if page.Rows == nil {
 		page.Rows = []json.RawMessage{}
