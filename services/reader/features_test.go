@@ -256,3 +256,24 @@ func TestRenamedTableHalts(t *testing.T) {
 		return nil
 	})
 }
+
+// A captured table dropped at the source is shown halted (a DROP is not
+// replicated, and a table created again under its name is not captured).
+func TestDroppedTableShownHalted(t *testing.T) {
+	e := newEnv(t, "public.a", "public.c")
+	e.exec(`CREATE TABLE a (tenant_id text, id int PRIMARY KEY); ALTER TABLE a REPLICA IDENTITY FULL;
+		CREATE TABLE c (tenant_id text, id int PRIMARY KEY); ALTER TABLE c REPLICA IDENTITY FULL;`)
+	run := e.start(e.newReader("a", func(r *Reader) { r.pollEvery = 100 * time.Millisecond }))
+	waitStreaming(t, run)
+	e.exec(`DROP TABLE a; CREATE TABLE a (tenant_id text, id int PRIMARY KEY); INSERT INTO c VALUES ('t', 1);`)
+	waitRows(t, e, 1)
+	eventually(t, 10*time.Second, func() error {
+		if h := run.r.Status().Halted["public.a"]; !strings.Contains(h, "was dropped at the source") {
+			return fmt.Errorf("a not shown halted: %q", h)
+		}
+		return nil
+	})
+	if h := run.r.Status().Halted["public.c"]; h != "" {
+		t.Errorf("c shown halted: %q", h)
+	}
+}

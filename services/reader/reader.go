@@ -64,9 +64,10 @@ type Reader struct {
 	scalarMax   bool
 	publishHook func(capture.PublishFunc) capture.PublishFunc
 	onConfirm   func(proto.LSN)
-	noRelease   bool // a "killed" reader leaves its lease to expire
-	unchained   bool // no Nats-Expected-Last-Msg-Id chain
-	noFetchWait bool // TOAST reads do not wait for the change to be visible
+	noRelease   bool          // a "killed" reader leaves its lease to expire
+	unchained   bool          // no Nats-Expected-Last-Msg-Id chain
+	noFetchWait bool          // TOAST reads do not wait for the change to be visible
+	pollEvery   time.Duration // the retained-WAL and dropped-table poll (default 10s)
 }
 
 // Status is the reader's state for `sluice status` and /api/v1/status.
@@ -379,7 +380,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { r.pollRetained(gctx, src); return nil })
+	g.Go(func() error { r.pollRetained(gctx, src, list); return nil })
 	g.Go(func() error {
 		if err := r.prepareSlot(gctx, src, statePool, list, copyOnly, opts); err != nil {
 			return err
@@ -552,14 +553,19 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 	return err
 }
 
-func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool) {
+func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool, tables []source.Table) {
 	for {
 		var retained *int64
 		err := src.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, r.cfg.Source.Slot).Scan(&retained)
 		if err == nil && retained != nil {
 			r.metrics.RetainedBytes.Set(float64(*retained))
 		}
-		if !sleep(ctx, 10*time.Second) {
+		r.checkReplaced(ctx, src, tables)
+		every := 10 * time.Second
+		if r.pollEvery > 0 {
+			every = r.pollEvery
+		}
+		if !sleep(ctx, every) {
 			return
 		}
 	}
@@ -595,4 +601,26 @@ func checkRoutingKind(ctx context.Context, src *pgxpool.Pool, t source.Table) er
 	}
 	return fmt.Errorf("%w: table %s: routing column %s is %s; sluice routes by integer, text, varchar, char, uuid, numeric or enum columns: set source.routing_columns.%s to the column that names the tenant",
 		source.ErrInvalidSource, t.Name, t.Routing, pgType, t.Name)
+}
+
+// checkReplaced marks, in the status, a captured table that was dropped
+// (and perhaps created again) at the source: a DROP is not replicated and
+// a table created again is not in the publication, so neither its old rows'
+// removal nor its new rows would ever arrive. It is shown as halted (status,
+// sluice wait's warnings, the halted-table alert); the stream goes on with
+// whatever of the old table is still in the WAL.
+func (r *Reader) checkReplaced(ctx context.Context, src *pgxpool.Pool, tables []source.Table) {
+	for _, t := range tables {
+		if r.state.Halted(t.Name) != "" {
+			continue
+		}
+		var exists bool
+		if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = $1::oid)`, int64(t.OID)).Scan(&exists); err != nil || exists {
+			continue
+		}
+		reason := fmt.Sprintf("table %s (relation %d) was dropped at the source; a DROP is not replicated and a table created again under its name is not captured: resync it, then restart the reader", t.Name, t.OID)
+		r.log.Error("captured table dropped at the source", "table", t.Name, "relation", t.OID)
+		r.state.SetHalted(t.Name, reason)
+		r.metrics.Halted.WithLabelValues(t.Name, "dropped").Set(1)
+	}
 }
