@@ -20,6 +20,18 @@ func waitStreaming(t *testing.T, run *running) {
 	})
 }
 
+// waitHalted waits until the reader shows table halted for a reason
+// containing want.
+func waitHalted(t *testing.T, run *running, table, want string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		if h := run.r.Status().Halted[table]; !strings.Contains(h, want) {
+			return fmt.Errorf("%s not halted for %q: %q", table, want, h)
+		}
+		return nil
+	})
+}
+
 func waitRows(t *testing.T, e *env, n int) []row {
 	t.Helper()
 	var rows []row
@@ -123,12 +135,7 @@ func TestSchemaChange(t *testing.T) {
 	e.exec(`ALTER TABLE b ALTER COLUMN x TYPE text; INSERT INTO b VALUES ('t', 2, 'two');`)
 	e.exec(`INSERT INTO a VALUES ('t', 4)`)
 	rows = waitRows(t, e, 5)
-	eventually(t, 10*time.Second, func() error {
-		if h := run.r.Status().Halted["public.b"]; !strings.Contains(h, "type changed") {
-			return fmt.Errorf("b not halted: %q", h)
-		}
-		return nil
-	})
+	waitHalted(t, run, "public.b", "type changed")
 	for _, r := range rows {
 		if r.table == "public.b" && r.vals["id"] == int64(2) {
 			t.Errorf("a row of the halted table was published: %v", r)
@@ -150,12 +157,7 @@ func TestTruncateHalts(t *testing.T) {
 	for _, r := range waitRows(t, e, 3) {
 		t.Log(r)
 	}
-	eventually(t, 10*time.Second, func() error {
-		if h := run.r.Status().Halted["public.a"]; !strings.Contains(h, "TRUNCATE") {
-			return fmt.Errorf("a not halted: %q", h)
-		}
-		return nil
-	})
+	waitHalted(t, run, "public.a", "TRUNCATE")
 	run.stop(t)
 	run2 := e.start(e.newReader("b", nil))
 	waitStreaming(t, run2)
@@ -223,12 +225,7 @@ func TestIdentityChangeHalts(t *testing.T) {
 	e.exec(`ALTER TABLE a REPLICA IDENTITY DEFAULT`)
 	e.exec(`DELETE FROM a WHERE id = 1; INSERT INTO b VALUES ('t', 2);`)
 	rows := waitRows(t, e, 3)
-	eventually(t, 10*time.Second, func() error {
-		if h := run.r.Status().Halted["public.a"]; !strings.Contains(h, "replica identity") {
-			return fmt.Errorf("a not halted: %q", h)
-		}
-		return nil
-	})
+	waitHalted(t, run, "public.a", "replica identity")
 	for _, r := range rows {
 		if r.table == "public.a" && r.op == proto.OpDelete {
 			t.Errorf("a delete without its tenant was published: %v", r)
@@ -249,12 +246,7 @@ func TestRenamedTableHalts(t *testing.T) {
 	e.exec(`ALTER TABLE a RENAME TO a2; INSERT INTO a2 VALUES ('t', 2);`)
 	e.exec(`INSERT INTO c VALUES ('t', 2)`)
 	waitRows(t, e, 3)
-	eventually(t, 10*time.Second, func() error {
-		if h := run.r.Status().Halted["public.a"]; !strings.Contains(h, "renamed to public.a2") {
-			return fmt.Errorf("a not halted: %q", h)
-		}
-		return nil
-	})
+	waitHalted(t, run, "public.a", "renamed to public.a2")
 }
 
 // A captured table dropped at the source is shown halted (a DROP is not
@@ -267,12 +259,7 @@ func TestDroppedTableShownHalted(t *testing.T) {
 	waitStreaming(t, run)
 	e.exec(`DROP TABLE a; CREATE TABLE a (tenant_id text, id int PRIMARY KEY); INSERT INTO c VALUES ('t', 1);`)
 	waitRows(t, e, 1)
-	eventually(t, 10*time.Second, func() error {
-		if h := run.r.Status().Halted["public.a"]; !strings.Contains(h, "was dropped at the source") {
-			return fmt.Errorf("a not shown halted: %q", h)
-		}
-		return nil
-	})
+	waitHalted(t, run, "public.a", "was dropped at the source")
 	if h := run.r.Status().Halted["public.c"]; h != "" {
 		t.Errorf("c shown halted: %q", h)
 	}
