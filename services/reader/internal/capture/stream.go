@@ -84,6 +84,7 @@ type tableState struct {
 	b       *batch.Builder
 	halted  bool
 	relCols []pgoutput.Column
+	gen     []string // stored generated columns the stream does not send (read from the source), after relCols in the schema
 }
 
 // session is one replication connection's lifetime.
@@ -504,8 +505,16 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
 		return nil
 	}
-	cols := make([]batch.Column, len(r.Columns))
-	for i, c := range r.Columns {
+	all := r.Columns
+	var gen []string
+	for _, g := range t.info.Generated {
+		if !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Name == g.Name }) {
+			all = append(slices.Clip(all), pgoutput.Column{Name: g.Name, TypeOID: g.TypeOID, TypMod: g.TypMod})
+			gen = append(gen, g.Name)
+		}
+	}
+	cols := make([]batch.Column, len(all))
+	for i, c := range all {
 		kind, pgType, err := s.o.Resolve(ctx, r.ID, c)
 		if err != nil {
 			return fmt.Errorf("resolving type of %s.%s: %w", name, c.Name, err)
@@ -543,7 +552,7 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	if t.schema != nil {
 		s.o.Log.Info("table schema changed", "table", name, "fingerprint", sc.Fingerprint)
 	}
-	t.schema, t.relCols = sc, slices.Clone(r.Columns)
+	t.schema, t.relCols, t.gen = sc, slices.Clone(r.Columns), gen
 	t.b = batch.NewBuilder(s.o.Mem, sc, s.o.Append)
 	return nil
 }
@@ -574,6 +583,7 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 	}
 	c := &s.change
 	n := len(sc.Columns)
+	nRel := len(t.relCols) // the columns the stream sends; then t.gen
 	pos := proto.Position{LSN: proto.LSN(s.txLSN), Seq: s.seq}
 	r := &s.row
 	r.Pos, r.CommitTime, r.Unchanged = pos, s.txTime, r.Unchanged[:0]
@@ -587,11 +597,11 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 	default:
 		r.Op, src = proto.OpDelete, &c.Old
 	}
-	if src.Len() != n {
-		return fmt.Errorf("%w: %s: tuple of %d columns, relation has %d", ErrReplication, t.info.Name, src.Len(), n)
+	if src.Len() != nRel {
+		return fmt.Errorf("%w: %s: tuple of %d columns, relation has %d", ErrReplication, t.info.Name, src.Len(), nRel)
 	}
 	full := c.OldKind == 'O'
-	for i := 0; i < n; i++ {
+	for i := 0; i < nRel; i++ {
 		k, v := src.Kinds[i], src.Values[i]
 		switch k {
 		case pgoutput.ValueUnchanged:
@@ -607,6 +617,9 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		}
 		r.Kinds = append(r.Kinds, k)
 		r.Values = append(r.Values, v)
+	}
+	if err := s.fillGenerated(ctx, t, r, c); err != nil {
+		return err
 	}
 	if c.Op == pgoutput.TypeUpdate && c.OldKind != 0 && s.moved(sc, c) {
 		m := &s.moveRow
@@ -638,6 +651,52 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		}
 	}
 	return s.add(ctx, t, r)
+}
+
+// fillGenerated appends the values of the stored generated columns the
+// stream does not send (pgoutput before Postgres 18): read from the source
+// by the row's key for an insert or update (like a moved row's TOAST values:
+// the value read can be newer, and a later change carries it too), NULL in a
+// delete. One read per change of such a table.
+func (s *session) fillGenerated(ctx context.Context, t *tableState, r *batch.Row, c *pgoutput.Change) error {
+	if len(t.gen) == 0 {
+		return nil
+	}
+	var vals [][]byte
+	found := false
+	if c.Op != pgoutput.TypeDelete && s.o.Fetch != nil {
+		keyCols, keyTypes, keyVals, ok := s.newKey(t, c)
+		if ok {
+			var err error
+			vals, found, err = s.o.Fetch(ctx, t.info.Name, s.txXid, keyCols, keyTypes, keyVals, t.gen)
+			if err != nil {
+				return fmt.Errorf("reading generated columns of a %s row: %w", t.info.Name, err)
+			}
+		}
+	}
+	for j := range t.gen {
+		if found && vals[j] != nil {
+			r.Kinds, r.Values = append(r.Kinds, batch.Text), append(r.Values, vals[j])
+		} else {
+			r.Kinds, r.Values = append(r.Kinds, batch.Null), append(r.Values, nil)
+		}
+	}
+	return nil
+}
+
+// newKey is the key of the change's new row (names, types, text values);
+// ok is false when a key value is not in the tuple.
+func (s *session) newKey(t *tableState, c *pgoutput.Change) (cols, types []string, vals [][]byte, ok bool) {
+	sc := t.schema
+	for _, i := range sc.KeyIdx {
+		if i >= c.New.Len() || c.New.Kinds[i] != pgoutput.ValueText {
+			return nil, nil, nil, false
+		}
+		cols = append(cols, sc.Columns[i].Name)
+		types = append(types, sc.Columns[i].PgType)
+		vals = append(vals, c.New.Values[i])
+	}
+	return cols, types, vals, true
 }
 
 // fillUnchanged replaces r's TOAST-unchanged markers by the values read from

@@ -29,6 +29,16 @@ type Table struct {
 	Identity byte     // pg_class.relreplident: d, n, f, i
 	Columns  []string // live columns in attnum order
 	EstRows  int64    // pg_class.reltuples (estimate; -1 unknown)
+	// Generated are the stored generated columns: pgoutput (before
+	// Postgres 18) does not send them, so the reader reads them.
+	Generated []Generated
+}
+
+// Generated is a stored generated column.
+type Generated struct {
+	Name    string
+	TypeOID uint32
+	TypMod  int32
 }
 
 // IdentityFull reports whether the table is REPLICA IDENTITY FULL.
@@ -108,6 +118,26 @@ func Describe(ctx context.Context, q Querier, name, routing string) (Table, erro
 	}
 	if !slices.Contains(t.Columns, routing) {
 		return t, invalid("table %s has no routing column %q: add the column, or set source.routing_columns.%s to the column that names the tenant", name, routing, name)
+	}
+	rows, err = q.Query(ctx, `SELECT attname, atttypid::int8, atttypmod FROM pg_catalog.pg_attribute
+		WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped AND attgenerated = 's' ORDER BY attnum`, oid)
+	if err != nil {
+		return t, fmt.Errorf("listing generated columns of %s: %w", name, err)
+	}
+	t.Generated, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Generated, error) {
+		var g Generated
+		var typ int64
+		err := r.Scan(&g.Name, &typ, &g.TypMod)
+		g.TypeOID = uint32(typ)
+		return g, err
+	})
+	if err != nil {
+		return t, fmt.Errorf("listing generated columns of %s: %w", name, err)
+	}
+	for _, g := range t.Generated {
+		if g.Name == routing || slices.Contains(t.Key, g.Name) {
+			return t, invalid("table %s: %s is a generated column in the key or the routing column, which sluice cannot read from the replication stream", name, g.Name)
+		}
 	}
 	if !t.IdentityFull() && !slices.Contains(t.Key, routing) {
 		return t, invalid("table %s: routing column %s is not part of the replica identity (%s), so a DELETE would carry no tenant: run ALTER TABLE %s REPLICA IDENTITY FULL;", name, routing, strings.Join(t.Key, ", "), name)
