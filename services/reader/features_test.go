@@ -234,8 +234,8 @@ func TestIdentityChangeHalts(t *testing.T) {
 }
 
 // A captured table renamed while the reader runs halts (its later changes
-// would be lost in silence); the other table goes on. (A table dropped and
-// created again leaves the publication: see the README's schema notes.)
+// would be lost in silence); the other table goes on. A dropped table:
+// TestDroppedTableShownHalted.
 func TestRenamedTableHalts(t *testing.T) {
 	e := newEnv(t, "public.a", "public.c")
 	e.exec(`CREATE TABLE a (tenant_id text, id int PRIMARY KEY); ALTER TABLE a REPLICA IDENTITY FULL;

@@ -706,15 +706,9 @@ func (s *session) fillUnchanged(ctx context.Context, t *tableState, r *batch.Row
 		return nil
 	}
 	sc := t.schema
-	var keyCols, keyTypes []string
-	var keyVals [][]byte
-	for _, i := range sc.KeyIdx {
-		if c.New.Kinds[i] != pgoutput.ValueText {
-			return nil // a key value we do not have: keep the markers
-		}
-		keyCols = append(keyCols, sc.Columns[i].Name)
-		keyTypes = append(keyTypes, sc.Columns[i].PgType)
-		keyVals = append(keyVals, c.New.Values[i])
+	keyCols, keyTypes, keyVals, ok := s.newKey(t, c)
+	if !ok {
+		return nil // a key value we do not have: keep the markers
 	}
 	vals, found, err := s.o.Fetch(ctx, t.info.Name, s.txXid, keyCols, keyTypes, keyVals, r.Unchanged)
 	if err != nil {
