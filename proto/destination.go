@@ -15,9 +15,15 @@ import (
 //   - a routing value made only of [A-Za-z0-9_-], 1 to 64 characters, is its
 //     own name ("shop0", "42", a uuid);
 //   - any other value is encoded as "~" followed by the unpadded, lowercase
-//     base32hex (RFC 4648) form of its UTF-8 bytes ("a.b" -> "~c5n64"). The
+//     base32hex (RFC 4648) form of its UTF-8 bytes ("a.b" -> "~c4n64"). The
 //     encoding is reversible (DecodeDestination) and cannot collide with a
 //     plain name, which never contains "~";
+//   - only the canonical name of a value is a name: decoding is a bijection
+//     (DestinationName(DecodeDestination(n)) == n for every accepted n).
+//     Base32 leaves unused low bits in its last character, so "~c4n65" also
+//     decodes to "a.b", and "~c5h66p35" decodes to the plain "abcde"; such
+//     aliases are refused with the canonical name in the error, so one
+//     destination never answers to two names (ValidateDestination);
 //   - a value whose name would exceed MaxDestinationLen, and NULL, are
 //     unroutable: they go to the dead-letter stream.
 const MaxDestinationLen = 200
@@ -27,6 +33,10 @@ var (
 	ErrUnroutable = errors.New("unroutable value")
 	// ErrBadDestination marks a string that is not a valid destination name.
 	ErrBadDestination = errors.New("invalid destination name")
+	// ErrNotCanonical marks a well-formed encoded name that is not the
+	// canonical name of the value it decodes to (an alias); it comes
+	// wrapped with ErrBadDestination.
+	ErrNotCanonical = errors.New("not canonical")
 )
 
 var b32 = base32.HexEncoding.WithPadding(base32.NoPadding)
@@ -57,42 +67,51 @@ func DestinationName(value string) (string, error) {
 }
 
 // DecodeDestination returns the routing value a destination name stands for.
+// It accepts canonical names only (ValidateDestination).
 func DecodeDestination(name string) (string, error) {
-	if err := ValidateDestination(name); err != nil {
-		return "", err
-	}
-	enc, ok := strings.CutPrefix(name, "~")
-	if !ok {
+	if plain(name) {
 		return name, nil
+	}
+	return decodeEncoded(name)
+}
+
+// ValidateDestination checks that name is a plain name or the canonical
+// encoded name of a value. Every name that arrives from outside (a subject,
+// a path, an HTTP request, the configuration) passes through here before it
+// is used. An alias (a non-canonical encoding) is refused with an error
+// that names the canonical form.
+func ValidateDestination(name string) error {
+	if plain(name) {
+		return nil
+	}
+	_, err := decodeEncoded(name)
+	return err
+}
+
+// decodeEncoded decodes a "~" name and checks that it is the canonical
+// encoding of what it decodes to.
+func decodeEncoded(name string) (string, error) {
+	enc, ok := strings.CutPrefix(name, "~")
+	if !ok || len(name) > MaxDestinationLen {
+		return "", fmt.Errorf("%w: %q", ErrBadDestination, name)
+	}
+	for i := 0; i < len(enc); i++ {
+		c := enc[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'v') {
+			return "", fmt.Errorf("%w: %q", ErrBadDestination, name)
+		}
 	}
 	b, err := b32.DecodeString(strings.ToUpper(enc))
 	if err != nil {
 		return "", fmt.Errorf("%w: %q: %v", ErrBadDestination, name, err)
 	}
-	return string(b), nil
-}
-
-// ValidateDestination checks that name is a plain name or a well-formed
-// encoded one. Every name that arrives from outside (a subject, a path, an
-// HTTP request) passes through here before it is used.
-func ValidateDestination(name string) error {
-	if plain(name) {
-		return nil
+	value := string(b)
+	if canon, err := DestinationName(value); err != nil || canon != name {
+		// Unused trailing bits set, or the encoding of a plain value. The
+		// canonical name is never longer than the alias, so err is nil.
+		return "", fmt.Errorf("%w: %q is %w; the canonical name of that value is %s", ErrBadDestination, name, ErrNotCanonical, canon)
 	}
-	enc, ok := strings.CutPrefix(name, "~")
-	if !ok || len(name) > MaxDestinationLen {
-		return fmt.Errorf("%w: %q", ErrBadDestination, name)
-	}
-	for i := 0; i < len(enc); i++ {
-		c := enc[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'v') {
-			return fmt.Errorf("%w: %q", ErrBadDestination, name)
-		}
-	}
-	if _, err := b32.DecodeString(strings.ToUpper(enc)); err != nil {
-		return fmt.Errorf("%w: %q", ErrBadDestination, name)
-	}
-	return nil
+	return value, nil
 }
 
 // Partition is the stable partition of a destination: FNV-1a 64 of its name,

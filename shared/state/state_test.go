@@ -321,7 +321,7 @@ func TestLoadAllAndRange(t *testing.T) {
 	ctx := context.Background()
 	_, ls, cs := migrated(t)
 	l := acquire(t, ls, "flusher-p1", "a", time.Minute)
-	for _, d := range []string{"a1", "a2", "~c5n64"} {
+	for _, d := range []string{"a1", "a2", "~c4n64"} {
 		if _, err := cs.Advance(ctx, l, d, 1, pos(10, 2)); err != nil {
 			t.Fatal(err)
 		}
@@ -331,11 +331,11 @@ func TestLoadAllAndRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := cs.Load(ctx, 1)
-	if err != nil || len(m) != 3 || m["~c5n64"] != pos(10, 2) {
+	if err != nil || len(m) != 3 || m["~c4n64"] != pos(10, 2) {
 		t.Fatalf("load: %v %v", m, err)
 	}
 	all, err := cs.All(ctx)
-	if err != nil || len(all) != 4 || all[3].Destination != "~c5n64" || all[0].Term != l.Term || all[2].Partition != 5 || all[0].UpdatedAt.IsZero() {
+	if err != nil || len(all) != 4 || all[3].Destination != "~c4n64" || all[0].Term != l.Term || all[2].Partition != 5 || all[0].UpdatedAt.IsZero() {
 		t.Fatalf("all: %+v %v", all, err)
 	}
 	if _, ok, err := cs.Get(ctx, "none"); ok || err != nil {
