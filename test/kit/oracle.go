@@ -219,7 +219,10 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 					rep.ReadTime += time.Since(readStart)
 					mu.Unlock()
 				}()
-				out, err := CLI(ectx, server, "read", "--destination", dest, "--table", t.Name, "--format", "jsonl",
+				// By the tenant's own value: the server names it as the
+				// router does (dest above is only the label and the
+				// unroutable check).
+				out, err := CLI(ectx, server, "read", "--value", tenant, "--table", t.Name, "--format", "jsonl",
 					"--snapshot", fmt.Sprint(rep.Snapshot))
 				if err != nil {
 					if len(want[tenant]) == 0 && (strings.Contains(err.Error(), "404") || strings.Contains(err.Error(), "not found")) {

@@ -78,7 +78,7 @@ func (h *harness) mustCLI(args ...string) string {
 // ids reads tenant's copy of public.items from the latest snapshot.
 func (h *harness) ids(tenant string) []int {
 	h.t.Helper()
-	out, err := h.cli("read", "--destination", tenant, "--table", "public.items", "--format", "jsonl")
+	out, err := h.cli("read", "--value", tenant, "--table", "public.items", "--format", "jsonl")
 	if err != nil {
 		return nil // no snapshot with it yet
 	}

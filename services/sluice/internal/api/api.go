@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -70,32 +68,6 @@ func Register(h *httpx.Server, d Deps) {
 }
 
 type handler struct{ d Deps }
-
-// destination resolves a destination argument. A destination name is taken
-// as it is; anything else is taken as a routing value and named the way the
-// router names it (destinations.list in mode list, the reversible encoding
-// in mode auto), so a tenant can be asked for by its own value
-// ("acme.corp/x") as well as by its name ("~c5hmqp9ecdnn4s1ff0").
-func (a *handler) destination(arg string) (string, error) {
-	if arg == "" {
-		return "", fmt.Errorf("%w: empty", proto.ErrBadDestination)
-	}
-	if proto.ValidateDestination(arg) == nil {
-		return arg, nil
-	}
-	dc := a.d.Config.Destinations
-	if dc.Mode == "list" {
-		if name, ok := dc.List[arg]; ok {
-			return name, nil
-		}
-		return "", fmt.Errorf("%w: %q is neither a destination name nor a routing value in destinations.list", proto.ErrBadDestination, arg)
-	}
-	name, err := proto.DestinationName(arg)
-	if err != nil {
-		return "", fmt.Errorf("%w: %q: %w", proto.ErrBadDestination, arg, err)
-	}
-	return name, nil
-}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -225,9 +197,9 @@ func (a *handler) rows(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	rq := RowsQuery{Table: q.Get("table"), After: q.Get("after"), Limit: 1000}
-	dest, err := a.destination(q.Get("destination"))
+	dest, err := a.target(q)
 	if err != nil {
-		a.fail(w, errors.Join(ErrBadRequest, err))
+		a.fail(w, err)
 		return
 	}
 	rq.Destination = dest
@@ -256,16 +228,6 @@ func (a *handler) rows(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.fail(w, err)
 		return
-	}
-	// A routing value can look like an encoded name ("~ab"): names win, but
-	// an encoded name that holds nothing is taken as the value it also is.
-	if arg := q.Get("destination"); len(page.Rows) == 0 && arg == dest && strings.HasPrefix(arg, "~") && a.d.Config.Destinations.Mode != "list" {
-		if alt, err := proto.DestinationName(arg); err == nil && alt != dest {
-			rq.Destination = alt
-			if p2, err := a.d.Reads.Rows(r.Context(), rq); err == nil && len(p2.Rows) > 0 {
-				page = p2
-			}
-		}
 	}
 	if page.Rows == nil {
 		page.Rows = []json.RawMessage{}

@@ -138,7 +138,13 @@ func (a *handler) destinations(w http.ResponseWriter, r *http.Request) {
 			states = append(states, strings.ToLower(s))
 		}
 	}
-	page, err := a.destinationsPage(strings.ToLower(strings.TrimSpace(q.Get("q"))), states, offset, limit)
+	only, filtered, err := a.optionalTarget(q)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	match := func(d *flusher.DestinationStatus) bool { return !filtered || d.Destination == only }
+	page, err := a.destinationsPage(strings.ToLower(strings.TrimSpace(q.Get("q"))), states, match, offset, limit)
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -146,9 +152,11 @@ func (a *handler) destinations(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
-// destinationsPage filters, sorts and pages the flushers' destinations.
-// Only the page is converted and sent; the filter is one pass.
-func (a *handler) destinationsPage(q string, states []string, offset, limit int) (DestinationsPage, error) {
+// destinationsPage filters (q: a substring of the name; states; match: the
+// one destination a destination= or value= parameter names), sorts and
+// pages the flushers' destinations. Only the page is converted and sent;
+// the filter is one pass.
+func (a *handler) destinationsPage(q string, states []string, match func(*flusher.DestinationStatus) bool, offset, limit int) (DestinationsPage, error) {
 	p := DestinationsPage{States: map[string]int{}, Offset: offset, Limit: limit, Destinations: []DestinationRow{}}
 	var all []flusher.DestinationStatus
 	for _, f := range a.flusherStatuses() {
@@ -176,6 +184,9 @@ func (a *handler) destinationsPage(q string, states []string, offset, limit int)
 			continue
 		}
 		if len(states) > 0 && !slices.Contains(states, d.State) {
+			continue
+		}
+		if !match(d) {
 			continue
 		}
 		p.Total++

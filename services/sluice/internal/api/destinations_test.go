@@ -93,6 +93,18 @@ func TestDestinationsPagingAndSearch(t *testing.T) {
 				}
 			}
 
+			// destination= and value= select exactly one; an alias is refused.
+			for _, q := range []string{"destination=tenant_00042", "value=tenant_00042"} {
+				if p, code, _ := getDestinations(t, a, q); code != 200 || p.Total != 1 || len(p.Destinations) != 1 || p.Destinations[0].Destination != "tenant_00042" {
+					t.Fatalf("%s: code %d %+v", q, code, p)
+				}
+			}
+			for _, q := range []string{"destination=~c4n65", "destination=a&value=a", "destination=a.b"} {
+				if _, code, _ := getDestinations(t, a, q); code != http.StatusBadRequest {
+					t.Fatalf("%s: code %d, want 400", q, code)
+				}
+			}
+
 			// The last, partial page.
 			p, _, _ = getDestinations(t, a, "offset=9990&limit=50")
 			if p.Total != n || len(p.Destinations) != 10 || p.Destinations[0].Destination != "tenant_09990" || p.Destinations[9].Destination != "tenant_09999" {

@@ -6,15 +6,21 @@ package api
 // destinations.state_poll, so a change applies within about a second in
 // every process, whichever process served the request.
 //
-//	GET  /api/v1/destinations/states            every destination not active
+//	GET  /api/v1/destinations/states[?destination=NAME|value=V]
+//	                                            every destination not active (or that one)
 //	POST /api/v1/destinations/{name}/pause      body {"reason": "..."} optional
 //	POST /api/v1/destinations/{name}/resume
 //	POST /api/v1/destinations/{name}/drain
 //	POST /api/v1/destinations/{name}/retire
+//	POST /api/v1/destinations/{action}?destination=NAME|value=V
+//	                                            the same, naming it by either parameter (target.go)
 //
-// 200 {destination, from, to}; 400 on an invalid name or body; 409 on a
-// refused transition, with the reason; never 404: a destination that has
-// not been seen yet can be paused or retired ahead of time. The POSTs need
+// {name} in the path is a canonical destination name (never a routing
+// value: use value=). 200 {destination, from, to}; 400 on an invalid name,
+// an alias or a bad body; 404 for a routing value that names no destination
+// (unlisted in mode list, or unroutable); 409 on a refused transition, with
+// the reason; a destination that has not been seen yet can be paused or
+// retired ahead of time. The POSTs need
 // ClientHeader, like the dead-letter endpoints (no cross-site form posts
 // into a tokenless `sluice dev`), and the bearer token when one is set.
 
@@ -55,7 +61,10 @@ func registerLifecycle(h *httpx.Server, a *handler) {
 	h.Handle("GET /api/v1/destinations/states", http.HandlerFunc(a.lifecycleStates))
 	for action, to := range lifecycleActions {
 		h.Handle("POST /api/v1/destinations/{name}/"+action, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			a.lifecycleSet(w, r, to)
+			a.lifecycleSet(w, r, to, a.pathTarget)
+		}))
+		h.Handle("POST /api/v1/destinations/"+action, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a.lifecycleSet(w, r, to, func(r *http.Request) (string, error) { return a.target(r.URL.Query()) })
 		}))
 	}
 }
@@ -68,8 +77,24 @@ func (a *handler) noStates(w http.ResponseWriter) bool {
 	return true
 }
 
+// pathTarget reads {name} from the path: a canonical destination name. A
+// destination= or value= beside it would name a second one: 400.
+func (a *handler) pathTarget(r *http.Request) (string, error) {
+	q := r.URL.Query()
+	if q.Has(paramDestination) || q.Has(paramValue) {
+		return "", errors.Join(ErrBadRequest, errors.New("the path names the destination: do not also give destination= or value="))
+	}
+	name := r.PathValue("name")
+	return name, checkName(name)
+}
+
 func (a *handler) lifecycleStates(w http.ResponseWriter, r *http.Request) {
 	if a.noStates(w) {
+		return
+	}
+	only, filtered, err := a.optionalTarget(r.URL.Query())
+	if err != nil {
+		a.fail(w, err)
 		return
 	}
 	rows, _, err := a.d.States.Load(r.Context())
@@ -79,14 +104,14 @@ func (a *handler) lifecycleStates(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]state.DestinationStateRow, 0, len(rows))
 	for _, row := range rows {
-		if row.State != state.Active {
+		if row.State != state.Active && (!filtered || row.Destination == only) {
 			out = append(out, row)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (a *handler) lifecycleSet(w http.ResponseWriter, r *http.Request, to state.DestinationState) {
+func (a *handler) lifecycleSet(w http.ResponseWriter, r *http.Request, to state.DestinationState, target func(*http.Request) (string, error)) {
 	if r.Header.Get(ClientHeader) == "" {
 		writeJSON(w, http.StatusForbidden, Error{Error: "send the " + ClientHeader + " header (the sluice CLI does) to change a destination's state"})
 		return
@@ -94,9 +119,9 @@ func (a *handler) lifecycleSet(w http.ResponseWriter, r *http.Request, to state.
 	if a.noStates(w) {
 		return
 	}
-	name, err := a.destination(r.PathValue("name"))
+	name, err := target(r)
 	if err != nil {
-		a.fail(w, errors.Join(ErrBadRequest, err))
+		a.fail(w, err)
 		return
 	}
 	var req LifecycleRequest

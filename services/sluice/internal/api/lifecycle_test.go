@@ -104,9 +104,42 @@ func TestLifecycleHTTP(t *testing.T) {
 	if code := call("GET", "/api/v1/destinations/states", "", false, "tok", &rows); code != 200 || len(rows) != 1 {
 		t.Fatalf("states after resume: %d %+v", code, rows)
 	}
-	// A routing value is named as the router names it.
-	if code := call("POST", "/api/v1/destinations/"+url.PathEscape("acme.corp/x")+"/pause", "", true, "tok", &ch); code != 200 || ch.Destination != "~c5hmqp9ecdnn4s1ff0" {
-		t.Fatalf("pause by routing value: %d %+v", code, ch)
+	// The path takes a destination name only: a routing value there is
+	// refused, and value= names it as the router does.
+	if code := call("POST", "/api/v1/destinations/"+url.PathEscape("acme.corp/x")+"/pause", "", true, "tok", &e); code != http.StatusBadRequest || !strings.Contains(e.Error, "value=") {
+		t.Fatalf("pause by routing value in the path: %d %+v", code, e)
+	}
+	if code := call("POST", "/api/v1/destinations/pause?value="+url.QueryEscape("acme.corp/x"), "", true, "tok", &ch); code != 200 || ch.Destination != "~c5hmqp9ecdnn4s1ff0" {
+		t.Fatalf("pause by value=: %d %+v", code, ch)
+	}
+	// A tenant whose routing value looks like a name is not that name's
+	// tenant: value=~c4n64 is destination ~fphj8rhm6g, not ~c4n64 ("a.b").
+	if code := call("POST", "/api/v1/destinations/pause?value=~c4n64", "", true, "tok", &ch); code != 200 || ch.Destination != "~fphj8rhm6g" {
+		t.Fatalf("pause value=~c4n64: %d %+v", code, ch)
+	}
+	if code := call("POST", "/api/v1/destinations/pause?destination=~c4n64", "", true, "tok", &ch); code != 200 || ch.Destination != "~c4n64" {
+		t.Fatalf("pause destination=~c4n64: %d %+v", code, ch)
+	}
+	// An alias of a name is refused on every lifecycle endpoint, naming
+	// the canonical form, and changes nothing.
+	for _, action := range []string{"pause", "resume", "drain", "retire"} {
+		for _, path := range []string{"/api/v1/destinations/~c4n65/" + action, "/api/v1/destinations/" + action + "?destination=~c4n65"} {
+			if code := call("POST", path, "", true, "tok", &e); code != http.StatusBadRequest || !strings.Contains(e.Error, "the canonical name of that value is ~c4n64") {
+				t.Fatalf("POST %s: %d %+v", path, code, e)
+			}
+		}
+	}
+	if code := call("GET", "/api/v1/destinations/states?destination=~c4n65", "", false, "tok", &e); code != http.StatusBadRequest {
+		t.Fatalf("states of an alias: %d %+v", code, e)
+	}
+	if code := call("GET", "/api/v1/destinations/states?value=a.b", "", false, "tok", &rows); code != 200 || len(rows) != 1 || rows[0].Destination != "~c4n64" || rows[0].State != state.Paused {
+		t.Fatalf("states of value a.b: %d %+v", code, rows)
+	}
+	// Both parameters, or a parameter beside a path name, is refused.
+	for _, path := range []string{"/api/v1/destinations/pause?destination=shop1&value=shop1", "/api/v1/destinations/pause", "/api/v1/destinations/shop1/pause?value=shop1"} {
+		if code := call("POST", path, "", true, "tok", &e); code != http.StatusBadRequest {
+			t.Fatalf("POST %s: %d %+v", path, code, e)
+		}
 	}
 
 	// A process without the state database says so.

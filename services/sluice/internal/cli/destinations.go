@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -74,6 +75,7 @@ type destinationListRow struct {
 func newDestinationsListCmd(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	var only string
+	var target *targetFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "Destinations that are not active: state, reason, since when, and what the flusher holds of them",
@@ -82,13 +84,17 @@ func newDestinationsListCmd(g *globalFlags) *cobra.Command {
 			if only != "" && !state.DestinationState(only).Valid() {
 				return &exitError{2, fmt.Errorf("--state %q: want paused, draining, drained or retired", only)}
 			}
+			tq, err := target.query()
+			if err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
 			var rows []state.DestinationStateRow
-			if err := c.get(ctx, "/api/v1/destinations/states", nil, &rows); err != nil {
+			if err := c.get(ctx, "/api/v1/destinations/states", tq, &rows); err != nil {
 				return err
 			}
 			// The flushers' view, best effort (a process without a flusher
@@ -96,6 +102,9 @@ func newDestinationsListCmd(g *globalFlags) *cobra.Command {
 			live := map[string]api.DestinationRow{}
 			var page api.DestinationsPage
 			q := url.Values{"state": {"paused,draining,drained,retired"}, "limit": {"1000"}}
+			for k, v := range tq {
+				q[k] = v
+			}
 			if c.get(ctx, "/api/v1/destinations", q, &page) == nil {
 				for _, d := range page.Destinations {
 					live[d.Destination] = d
@@ -131,11 +140,12 @@ func newDestinationsListCmd(g *globalFlags) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&only, "state", "", "only destinations in this state (paused, draining, drained, retired)")
+	target = addTargetFlags(cmd, false, "only")
 	return cmd
 }
 
 func newDestinationActionCmd(g *globalFlags, action string) *cobra.Command {
-	var reason string
+	var reason, value string
 	var yes bool
 	short := map[string]string{
 		"pause":  "Pause a destination: keep buffering its changes, flush nothing",
@@ -144,13 +154,31 @@ func newDestinationActionCmd(g *globalFlags, action string) *cobra.Command {
 		"retire": "Retire a destination for good: flush its buffer once, then drop its changes (asks for --yes)",
 	}[action]
 	cmd := &cobra.Command{
-		Use:   action + " NAME",
+		Use:   action + " (NAME | --value V)",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Long: short + `.
+NAME is a destination name (canonical form only); --value V names the destination of a
+tenant's own routing value, as the router names it. Neither is ever taken for the other.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
+			byValue := cmd.Flags().Changed("value")
+			var q url.Values
+			var label, confirm string
+			switch {
+			case len(args) == 1 && byValue:
+				return &exitError{2, errors.New("give NAME or --value V, not both")}
+			case len(args) == 1:
+				if err := checkName(args[0]); err != nil {
+					return err
+				}
+				q, label, confirm = url.Values{"destination": {args[0]}}, args[0], args[0]
+			case byValue:
+				q, label, confirm = url.Values{"value": {value}}, fmt.Sprintf("the destination of routing value %q", value), value
+			default:
+				return &exitError{2, errors.New("name the destination: NAME (a destination name) or --value V (a tenant's routing value)")}
+			}
 			if action == "retire" && !yes {
-				if err := confirmRetire(cmd.InOrStdin(), cmd.ErrOrStderr(), name); err != nil {
+				if err := confirmRetire(cmd.InOrStdin(), cmd.ErrOrStderr(), label, confirm); err != nil {
 					return &exitError{2, err}
 				}
 			}
@@ -159,7 +187,7 @@ func newDestinationActionCmd(g *globalFlags, action string) *cobra.Command {
 				return err
 			}
 			var ch api.LifecycleChange
-			if err := c.postJSON(cmd.Context(), "/api/v1/destinations/"+url.PathEscape(name)+"/"+action, api.LifecycleRequest{Reason: reason}, &ch); err != nil {
+			if err := c.do(cmd.Context(), http.MethodPost, "/api/v1/destinations/"+action, q, api.LifecycleRequest{Reason: reason}, &ch); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s -> %s\n", ch.Destination, ch.From, ch.To)
@@ -167,26 +195,27 @@ func newDestinationActionCmd(g *globalFlags, action string) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (shown by destinations list)")
+	cmd.Flags().StringVar(&value, "value", "", "the destination of this routing value (a tenant's own value, named as the router names it)")
 	if action == "retire" {
 		cmd.Flags().BoolVar(&yes, "yes", false, "retire without asking")
 	}
 	return cmd
 }
 
-// confirmRetire asks on a terminal for the destination's name; without a
-// terminal it refuses, saying what retiring does.
-func confirmRetire(in io.Reader, errw io.Writer, name string) error {
+// confirmRetire asks on a terminal for want (the name or value given);
+// without a terminal it refuses, saying what retiring does.
+func confirmRetire(in io.Reader, errw io.Writer, label, want string) error {
 	f, ok := in.(*os.File)
 	if !ok {
-		return fmt.Errorf(retireWarning+"; pass --yes to retire it", name)
+		return fmt.Errorf(retireWarning+"; pass --yes to retire it", label)
 	}
 	if !isTerminal(f) {
-		return fmt.Errorf(retireWarning+"; pass --yes to retire it", name)
+		return fmt.Errorf(retireWarning+"; pass --yes to retire it", label)
 	}
-	fmt.Fprintf(errw, retireWarning+"\ntype the destination's name to retire it: ", name)
+	fmt.Fprintf(errw, retireWarning+"\ntype %q to retire it: ", label, want)
 	line, _ := bufio.NewReader(f).ReadString('\n')
-	if strings.TrimSpace(line) != name {
-		return fmt.Errorf("not confirmed: %s was not retired", name)
+	if strings.TrimSpace(line) != want {
+		return fmt.Errorf("not confirmed: %s was not retired", label)
 	}
 	return nil
 }
@@ -200,9 +229,4 @@ func isTerminal(f *os.File) bool {
 	}
 	null, err := os.Stat(os.DevNull)
 	return err != nil || !os.SameFile(fi, null)
-}
-
-// postJSON posts body to path and decodes the answer into out.
-func (c *client) postJSON(ctx context.Context, path string, body, out any) error {
-	return c.do(ctx, http.MethodPost, path, nil, body, out)
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -138,18 +137,22 @@ func newWaitCmd(g *globalFlags) *cobra.Command {
 }
 
 func newReadCmd(g *globalFlags) *cobra.Command {
-	var dest, table, format string
+	var table, format string
 	var snapshot int64
 	var system bool
 	var pageSize int
+	var target *targetFlags
 	cmd := &cobra.Command{
-		Use:   "read --destination D --table SCHEMA.TABLE",
+		Use:   "read (--destination D | --value V) --table SCHEMA.TABLE",
 		Short: "A destination's copy of a table as of a snapshot, ordered by primary key",
-		Args:  cobra.NoArgs,
+		Long: `A destination's copy of a table as of a snapshot, ordered by primary key.
+Name the destination by its name (--destination, canonical form only) or by a tenant's own
+routing value (--value, named as the router names it); neither is ever taken for the other.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dest == "" {
-				// A name or a routing value; the server resolves and checks it.
-				return &exitError{2, errors.New("--destination is empty")}
+			q, err := target.query()
+			if err != nil {
+				return err
 			}
 			if err := proto.ValidateTable(table); err != nil {
 				return &exitError{2, err}
@@ -169,7 +172,8 @@ func newReadCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := url.Values{"destination": {dest}, "table": {table}, "limit": {strconv.Itoa(pageSize)}}
+			q.Set("table", table)
+			q.Set("limit", strconv.Itoa(pageSize))
 			if snapshot >= 0 {
 				q.Set("snapshot", strconv.FormatInt(snapshot, 10))
 			}
@@ -195,13 +199,12 @@ func newReadCmd(g *globalFlags) *cobra.Command {
 			}
 		},
 	}
-	cmd.Flags().StringVar(&dest, "destination", "", "destination name, or a routing value (named as the router names it)")
+	target = addTargetFlags(cmd, true, "read")
 	cmd.Flags().StringVar(&table, "table", "", "source table, schema.table")
 	cmd.Flags().Int64Var(&snapshot, "snapshot", -1, "snapshot version (default: the latest published)")
 	cmd.Flags().StringVar(&format, "format", "jsonl", "jsonl, csv or table")
 	cmd.Flags().BoolVar(&system, "system-columns", false, "include the _sluice_* system columns")
 	cmd.Flags().IntVar(&pageSize, "page-size", 5000, "rows per API page")
-	_ = cmd.MarkFlagRequired("destination")
 	_ = cmd.MarkFlagRequired("table")
 	return cmd
 }
