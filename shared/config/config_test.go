@@ -72,6 +72,7 @@ func TestRefusals(t *testing.T) {
 		{"catalog:\n  url: mysql://x", "catalog.url"},
 		{"nats:\n  url: http://x", "nats.url"},
 		{"destinations:\n  mode: list\n  list: {a: 'b.c'}", "destinations.list"},
+		{"destinations:\n  mode: list\n  list: {a: '~c4n65'}", "the canonical name of that value is ~c4n64"}, // an alias
 		{"telemetry:\n  log_level: loud", "telemetry.log_level"},
 	}
 	for _, c := range cases {
