@@ -131,6 +131,12 @@ func TestSubjects(t *testing.T) {
 	if _, ok := TableFromChangesSubject(SubjectTick); ok {
 		t.Fatal("the tick subject must never parse as a table")
 	}
+	if r, ok := ReplaySubject(ChangesSubject("public.orders")); !ok || r != "sluice.replay.changes.public.orders" || !strings.HasPrefix(r, strings.TrimSuffix(SubjectReplayAll, ">")) {
+		t.Fatalf("replay subject: %q %v", r, ok)
+	}
+	if r, ok := ReplaySubject(RoutedSubject(1, "a")); ok {
+		t.Fatalf("a ROUTED subject has no replay subject, got %q", r)
+	}
 	p, d, err := ParseRoutedSubject(RoutedSubject(7, "~c4n64"))
 	if err != nil || p != 7 || d != "~c4n64" {
 		t.Fatalf("routed subject: %d %q %v", p, d, err)

@@ -12,6 +12,12 @@ const (
 	StreamRouted  = "ROUTED"  // router -> flusher, one subject per (partition, destination)
 	StreamPacks   = "PACKS"   // flusher -> indexer, one subject per destination
 	StreamDLQ     = "DLQ"     // any stage -> operator, one subject per stage
+	// StreamReplay carries the replays of router dead letters (`sluice dlq
+	// replay`) to the router. They cannot go back to CHANGES: every reader
+	// publish to CHANGES names the stream's last message id
+	// (Nats-Expected-Last-Msg-Id), so a message from anyone else there
+	// fails the reader's next publish and restarts its session.
+	StreamReplay = "REPLAY" // operator -> router, one subject per source table
 )
 
 // Subject prefixes and wildcards.
@@ -20,6 +26,7 @@ const (
 	SubjectRoutedAll  = "sluice.routed.>"
 	SubjectPacksAll   = "sluice.packs.>"
 	SubjectDLQAll     = "sluice.dlq.>"
+	SubjectReplayAll  = "sluice.replay.>"
 
 	// SubjectTick carries the reader's idle ticks on CHANGES. It has a single
 	// token after the prefix, so it can never collide with a table subject
@@ -31,6 +38,8 @@ const (
 const (
 	ConsumerRouter  = "router"
 	ConsumerIndexer = "indexer"
+	// ConsumerRouterReplay is the router's consumer of REPLAY.
+	ConsumerRouterReplay = "router-replay"
 )
 
 // ConsumerFlusher is the durable consumer that owns one ROUTED partition.
@@ -47,6 +56,17 @@ func TableFromChangesSubject(subject string) (table string, ok bool) {
 		return "", false
 	}
 	return t, true
+}
+
+// ReplaySubject is the REPLAY subject that stands in for a CHANGES subject
+// ("sluice.changes.public.t" -> "sluice.replay.changes.public.t"); ok is
+// false for a subject that is not on CHANGES.
+func ReplaySubject(changesSubject string) (subject string, ok bool) {
+	rest, ok := strings.CutPrefix(changesSubject, "sluice.changes.")
+	if !ok || rest == "" {
+		return "", false
+	}
+	return "sluice.replay.changes." + rest, true
 }
 
 // RoutedSubject is the ROUTED subject of a destination in its partition.

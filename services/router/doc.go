@@ -1,6 +1,8 @@
 // Package router is the router service: a component with Run(ctx) that its
 // own binary (cmd/router) and `sluice dev` both call. It owns the durable
-// consumer "router" on CHANGES and turns every batch of a shared source
+// consumer "router" on CHANGES, and "router-replay" on REPLAY (router dead
+// letters replayed by `sluice dlq replay`, handled exactly like CHANGES
+// batches), and turns every batch of a shared source
 // table into one batch per destination on ROUTED
 // (sluice.routed.<partition>.<destination>), unroutable rows into one dead
 // letter per batch on sluice.dlq.router.

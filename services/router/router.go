@@ -142,10 +142,24 @@ func ConsumerConfig(cfg config.Config) jetstream.ConsumerConfig {
 	}
 }
 
-// Run creates the consumer (idempotently) and routes until ctx ends; then it
-// finishes the batches in hand and returns nil.
+// ReplayConsumerConfig is the durable consumer of REPLAY, the replays of
+// router dead letters: routed like CHANGES by the same handler. They come
+// from the operator, never from the reader, so they carry no place in the
+// reader's publish chain and their own Nats-Msg-Id ("replay:<seq>"); their
+// rows keep their positions, and apply is by position, newest wins, so a
+// replayed old change never overrides a newer version of its row.
+func ReplayConsumerConfig(cfg config.Config) jetstream.ConsumerConfig {
+	cc := ConsumerConfig(cfg)
+	cc.Durable = proto.ConsumerRouterReplay
+	cc.Description = "sluice router: REPLAY (replayed dead letters) -> ROUTED"
+	cc.FilterSubject = proto.SubjectReplayAll
+	return cc
+}
+
+// Run creates the consumers (idempotently) and routes until ctx ends; then
+// it finishes the batches in hand and returns nil.
 func (r *Router) Run(ctx context.Context) error {
-	cons, err := r.ensureConsumer(ctx)
+	cons, replay, err := r.ensureConsumers(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -153,7 +167,6 @@ func (r *Router) Run(ctx context.Context) error {
 		return err
 	}
 	workers := max(r.cfg.Router.Workers, 1)
-	r.log.Info("router started", "workers", workers, "mode", r.cfg.Destinations.Mode, "partitions", r.cfg.Delivery.Partitions)
 	r.running.Store(true)
 	defer r.running.Store(false)
 	g, gctx := errgroup.WithContext(ctx)
@@ -165,9 +178,9 @@ func (r *Router) Run(ctx context.Context) error {
 		}
 		g.Go(func() error { return r.states.Run(gctx, r.cfg.Destinations.StatePoll) })
 	}
-	for range workers {
-		g.Go(func() error {
-			return natsx.Consume(gctx, cons, r.h.Handle, natsx.ConsumeOptions{
+	consume := func(c jetstream.Consumer) func() error {
+		return func() error {
+			return natsx.Consume(gctx, c, r.h.Handle, natsx.ConsumeOptions{
 				Stage:           Stage,
 				DLQ:             natsx.NewDeadLetter(r.deps.JS, Stage),
 				Fetch:           r.fetch,
@@ -175,33 +188,40 @@ func (r *Router) Run(ctx context.Context) error {
 				Metrics:         r.deps.Metrics,
 				InProgressEvery: r.ackWait / 3,
 			})
-		})
+		}
 	}
+	for range workers {
+		g.Go(consume(cons))
+	}
+	g.Go(consume(replay)) // replays are rare: one worker
+	r.log.Info("router started", "workers", workers, "mode", r.cfg.Destinations.Mode, "partitions", r.cfg.Delivery.Partitions)
 	err = g.Wait()
 	r.log.Info("router stopped")
 	return err
 }
 
-// ensureConsumer provisions the streams and the durable consumer, retrying
-// with backoff while JetStream is not ready.
-func (r *Router) ensureConsumer(ctx context.Context) (jetstream.Consumer, error) {
-	cc := ConsumerConfig(r.cfg)
-	cc.AckWait = r.ackWait
+// ensureConsumers provisions the streams and the durable consumers of
+// CHANGES and REPLAY, retrying with backoff while JetStream is not ready.
+func (r *Router) ensureConsumers(ctx context.Context) (changes, replay jetstream.Consumer, err error) {
+	cc, rc := ConsumerConfig(r.cfg), ReplayConsumerConfig(r.cfg)
+	cc.AckWait, rc.AckWait = r.ackWait, r.ackWait
 	for attempt := 1; ; attempt++ {
-		err := natsx.EnsureStreams(ctx, r.deps.JS, r.cfg)
+		err = natsx.EnsureStreams(ctx, r.deps.JS, r.cfg)
 		if err == nil {
-			var cons jetstream.Consumer
-			cons, err = r.deps.JS.CreateOrUpdateConsumer(ctx, proto.StreamChanges, cc)
-			if err == nil {
-				return cons, nil
-			}
+			changes, err = r.deps.JS.CreateOrUpdateConsumer(ctx, proto.StreamChanges, cc)
+		}
+		if err == nil {
+			replay, err = r.deps.JS.CreateOrUpdateConsumer(ctx, proto.StreamReplay, rc)
+		}
+		if err == nil {
+			return changes, replay, nil
 		}
 		if attempt == 1 {
-			r.log.Warn("creating the router consumer failed; retrying with backoff", "error", err)
+			r.log.Warn("creating the router consumers failed; retrying with backoff", "error", err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("creating consumer %s on %s: %w", proto.ConsumerRouter, proto.StreamChanges, ctx.Err())
+			return nil, nil, fmt.Errorf("creating consumers %s on %s and %s on %s: %w", proto.ConsumerRouter, proto.StreamChanges, proto.ConsumerRouterReplay, proto.StreamReplay, ctx.Err())
 		case <-time.After(natsx.Backoff(min(attempt, 6))):
 		}
 	}

@@ -1,5 +1,5 @@
 // Package natsx is sluice's NATS JetStream runtime: the embedded server,
-// connecting, provisioning the four streams, publishing (bounded async and
+// connecting, provisioning the five streams, publishing (bounded async and
 // retrying sync), the consume loop with its one error classifier, and the
 // dead-letter stream.
 //
@@ -15,6 +15,7 @@
 //	ROUTED   sluice.routed.>   router -> flusher
 //	PACKS    sluice.packs.>    flusher -> indexer
 //	DLQ      sluice.dlq.>      any stage -> operator
+//	REPLAY   sluice.replay.>   operator (sluice dlq replay) -> router
 //
 // All use file storage, nats.replicas replicas, limits retention with
 // MaxAge = nats.max_age (DLQ: 7 days), MaxBytes = nats.max_bytes, discard
@@ -25,7 +26,9 @@
 // consumer's ack floor to compute the snapshot frontier (ARCHITECTURE.md,
 // Frontiers). Trim (run by the active publisher) purges what every
 // required consumer has acked, keeping each ack-floor message and the
-// last one, so the streams hold their backlog rather than max_bytes.
+// last one, so the streams hold their backlog rather than max_bytes. REPLAY
+// alone is a work queue: replays of router dead letters, read by no
+// frontier, gone once the router acks them.
 //
 // # Error classification (Consume)
 //

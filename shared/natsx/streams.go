@@ -17,7 +17,8 @@ const (
 	DLQMaxAge       = 7 * 24 * time.Hour
 )
 
-// StreamConfigs returns the configurations of CHANGES, ROUTED, PACKS and DLQ.
+// StreamConfigs returns the configurations of CHANGES, ROUTED, PACKS, DLQ
+// and REPLAY.
 func StreamConfigs(cfg config.Config) []jetstream.StreamConfig {
 	n := cfg.NATS
 	mk := func(name, subject, desc string, maxAge time.Duration) jetstream.StreamConfig {
@@ -41,7 +42,16 @@ func StreamConfigs(cfg config.Config) []jetstream.StreamConfig {
 		mk(proto.StreamRouted, proto.SubjectRoutedAll, "sluice: routed changes, router -> flusher", n.MaxAge),
 		mk(proto.StreamPacks, proto.SubjectPacksAll, "sluice: pack events, flusher -> indexer", n.MaxAge),
 		mk(proto.StreamDLQ, proto.SubjectDLQAll, "sluice: dead letters, any stage -> operator", DLQMaxAge),
+		replay(mk(proto.StreamReplay, proto.SubjectReplayAll, "sluice: replayed router dead letters, operator -> router", n.MaxAge)),
 	}
+}
+
+// replay is REPLAY's configuration: work-queue retention, so what the
+// router has acked is gone without a trim (no frontier reads it: a replayed
+// change is one a snapshot already went past).
+func replay(sc jetstream.StreamConfig) jetstream.StreamConfig {
+	sc.Retention = jetstream.WorkQueuePolicy
+	return sc
 }
 
 // EnsureStreams creates the streams or updates them to StreamConfigs(cfg).

@@ -134,7 +134,7 @@ func (a *handler) status(w http.ResponseWriter, r *http.Request) {
 
 func (a *handler) streams(ctx context.Context) []StreamStatus {
 	var out []StreamStatus
-	for _, name := range []string{proto.StreamChanges, proto.StreamRouted, proto.StreamPacks, proto.StreamDLQ} {
+	for _, name := range []string{proto.StreamChanges, proto.StreamRouted, proto.StreamPacks, proto.StreamDLQ, proto.StreamReplay} {
 		st, err := a.d.JS.Stream(ctx, name)
 		if err != nil {
 			continue

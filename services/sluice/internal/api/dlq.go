@@ -101,6 +101,10 @@ type DLQ struct {
 	// stopBeforeDelete makes Replay return right after the publish, as a
 	// crash there would (test knob).
 	stopBeforeDelete bool
+	// replayToOrigin replays a router dead letter into CHANGES, its
+	// original stream, rather than REPLAY: a test knob (negative control)
+	// that breaks the reader's publish chain.
+	replayToOrigin bool
 }
 
 // NewDLQ returns the dead-letter operations over js.
@@ -269,6 +273,14 @@ func Summarize(body []byte) *BodySummary {
 // Replay republishes dead letter seq to its original subject with its
 // original headers and Nats-Msg-Id "replay:<seq>", then deletes it from the
 // DLQ. A body the DLQ omitted is read back from the original stream.
+//
+// A dead letter from CHANGES (the router's) goes to REPLAY instead
+// (proto.ReplaySubject), which the router consumes like CHANGES: the reader
+// chains every publish to CHANGES on the stream's last message id, so a
+// message from anyone else there would fail the reader's next publish and
+// restart its session. The replayed rows keep their positions; apply is by
+// position, newest wins, so an old change replayed after a newer version of
+// its row never overrides it.
 func (d *DLQ) Replay(ctx context.Context, seq uint64) (ReplayResult, error) {
 	res := ReplayResult{Seq: seq}
 	stream, m, err := d.get(ctx, seq)
@@ -281,6 +293,12 @@ func (d *DLQ) Replay(ctx context.Context, seq uint64) (ReplayResult, error) {
 	}
 	if strings.HasPrefix(subject, "sluice.dlq.") {
 		return res, fmt.Errorf("%w: dead letter %d names the DLQ itself (%s) as its origin", ErrDLQEntry, seq, subject)
+	}
+	if subject == proto.SubjectTick {
+		return res, fmt.Errorf("%w: dead letter %d is a reader tick (%s): it carries no change", ErrDLQEntry, seq, subject)
+	}
+	if r, ok := proto.ReplaySubject(subject); ok && !d.replayToOrigin {
+		subject = r
 	}
 	body := m.Data
 	if m.Header.Get(natsx.HeaderBodyOmitted) != "" {
