@@ -39,7 +39,10 @@ var (
 	ErrNotCanonical = errors.New("not canonical")
 )
 
-var b32 = base32.HexEncoding.WithPadding(base32.NoPadding)
+// b32 is base32hex (RFC 4648) in lowercase, unpadded.
+const b32Alphabet = "0123456789abcdefghijklmnopqrstuv"
+
+var b32 = base32.NewEncoding(b32Alphabet).WithPadding(base32.NoPadding)
 
 func plain(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
@@ -59,7 +62,7 @@ func DestinationName(value string) (string, error) {
 	if plain(value) {
 		return value, nil
 	}
-	name := "~" + strings.ToLower(b32.EncodeToString([]byte(value)))
+	name := "~" + b32.EncodeToString([]byte(value))
 	if len(name) > MaxDestinationLen {
 		return "", fmt.Errorf("%w: value of %d bytes encodes to a name over %d characters", ErrUnroutable, len(value), MaxDestinationLen)
 	}
@@ -89,7 +92,9 @@ func ValidateDestination(name string) error {
 }
 
 // decodeEncoded decodes a "~" name and checks that it is the canonical
-// encoding of what it decodes to.
+// encoding of what it decodes to: the length the value encodes to, zero
+// in the bits of the last character that carry none of the value, and a
+// value that is not a plain name (which is its own name).
 func decodeEncoded(name string) (string, error) {
 	enc, ok := strings.CutPrefix(name, "~")
 	if !ok || len(name) > MaxDestinationLen {
@@ -101,14 +106,20 @@ func decodeEncoded(name string) (string, error) {
 			return "", fmt.Errorf("%w: %q", ErrBadDestination, name)
 		}
 	}
-	b, err := b32.DecodeString(strings.ToUpper(enc))
+	b, err := b32.DecodeString(enc)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q: %v", ErrBadDestination, name, err)
 	}
 	value := string(b)
-	if canon, err := DestinationName(value); err != nil || canon != name {
-		// Unused trailing bits set, or the encoding of a plain value. The
-		// canonical name is never longer than the alias, so err is nil.
+	canonical := b32.EncodedLen(len(b)) == len(enc) && !plain(value)
+	if canonical && len(enc) > 0 {
+		unused := len(enc)*5 - len(b)*8 // 0 to 4 bits
+		canonical = strings.IndexByte(b32Alphabet, enc[len(enc)-1])&(1<<unused-1) == 0
+	}
+	if !canonical {
+		// The canonical name is never longer than the alias, so it is
+		// always a name.
+		canon, _ := DestinationName(value)
 		return "", fmt.Errorf("%w: %q is %w; the canonical name of that value is %s", ErrBadDestination, name, ErrNotCanonical, canon)
 	}
 	return value, nil

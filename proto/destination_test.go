@@ -36,25 +36,31 @@ func TestDestinationAliasesRefused(t *testing.T) {
 	}
 }
 
-// Exhaustively, over every "~" string of up to 4 characters of the
-// alphabet: each accepted name round-trips, and no two accepted names
-// decode to the same value.
+// Exhaustively, over every "~" string of up to 3 characters of the
+// alphabet, and over every last character of the names of values of 1 to
+// 6 bytes (each count of unused trailing bits, 1 to 4): each accepted name
+// round-trips, no two accepted names decode to the same value, and of the
+// 32 last characters exactly those with the unused bits clear are accepted.
 func TestDestinationDecodeIsInjective(t *testing.T) {
 	const alphabet = "0123456789abcdefghijklmnopqrstuv"
 	seen := map[string]string{}
+	check := func(name string) {
+		v, err := DecodeDestination(name)
+		if err != nil {
+			return
+		}
+		if other, dup := seen[v]; dup && other != name {
+			t.Fatalf("%q and %q both decode to %q", other, name, v)
+		}
+		seen[v] = name
+		if n, err := DestinationName(v); err != nil || n != name {
+			t.Fatalf("DestinationName(DecodeDestination(%q)) = %q, %v", name, n, err)
+		}
+	}
 	var walk func(prefix string)
 	walk = func(prefix string) {
-		name := "~" + prefix
-		if v, err := DecodeDestination(name); err == nil {
-			if other, dup := seen[v]; dup {
-				t.Fatalf("%q and %q both decode to %q", other, name, v)
-			}
-			seen[v] = name
-			if n, err := DestinationName(v); err != nil || n != name {
-				t.Fatalf("DestinationName(DecodeDestination(%q)) = %q, %v", name, n, err)
-			}
-		}
-		if len(prefix) == 4 {
+		check("~" + prefix)
+		if len(prefix) == 3 {
 			return
 		}
 		for i := 0; i < len(alphabet); i++ {
@@ -62,8 +68,24 @@ func TestDestinationDecodeIsInjective(t *testing.T) {
 		}
 	}
 	walk("")
-	if len(seen) == 0 {
-		t.Fatal("no name accepted")
+	// (No variant of these decodes to a plain value, which would be refused.)
+	for _, v := range []string{"!", "\xff", "a.", "\x00\x01", "a.b", "...", "a.bc", "\xff\xfe\xfd\xfc", "a.b.c", "\x80\x81\x82\x83\x84", "a.b.c.", "~~~~~~"} {
+		name, err := DestinationName(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unused := (len(name)-1)*5 - len(v)*8
+		accepted := 0
+		for i := 0; i < len(alphabet); i++ {
+			variant := name[:len(name)-1] + alphabet[i:i+1]
+			if ValidateDestination(variant) == nil {
+				accepted++
+				check(variant)
+			}
+		}
+		if want := 32 >> unused; accepted != want {
+			t.Errorf("%d of the last-character variants of %q (the name of %q, %d unused bits) are accepted, want %d", accepted, name, v, unused, want)
+		}
 	}
 }
 
