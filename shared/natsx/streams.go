@@ -46,11 +46,19 @@ func StreamConfigs(cfg config.Config) []jetstream.StreamConfig {
 	}
 }
 
+// ReplayMaxBytes caps REPLAY below nats.max_bytes: it holds only replays
+// in flight, and every stream's MaxBytes is reserved against the server's
+// max_file_store.
+const ReplayMaxBytes = 256 << 20
+
 // replay is REPLAY's configuration: work-queue retention, so what the
 // router has acked is gone without a trim (no frontier reads it: a replayed
 // change is one a snapshot already went past).
 func replay(sc jetstream.StreamConfig) jetstream.StreamConfig {
 	sc.Retention = jetstream.WorkQueuePolicy
+	if sc.MaxBytes <= 0 || sc.MaxBytes > ReplayMaxBytes {
+		sc.MaxBytes = ReplayMaxBytes
+	}
 	return sc
 }
 
