@@ -58,8 +58,17 @@ func TestEmbeddedServerAndStreams(t *testing.T) {
 			t.Errorf("%s: max age %v, want %v", name, c.MaxAge, wantAge)
 		}
 	}
+	// REPLAY: a work queue, capped at ReplayMaxBytes.
+	rs, err := e.js.Stream(ctx, proto.StreamReplay)
+	if err != nil {
+		t.Fatalf("stream %s: %v", proto.StreamReplay, err)
+	}
+	if c := rs.CachedInfo().Config; len(c.Subjects) != 1 || c.Subjects[0] != proto.SubjectReplayAll || c.Retention != jetstream.WorkQueuePolicy ||
+		c.Discard != jetstream.DiscardNew || c.Duplicates != DuplicateWindow || c.MaxBytes != min(int64(e.cfg.NATS.MaxBytes), ReplayMaxBytes) {
+		t.Errorf("%s: %+v", proto.StreamReplay, c)
+	}
 	// A message over max_payload is refused by the client.
-	_, err := e.js.Publish(ctx, proto.ChangesSubject("public.t"), make([]byte, 1<<20+1))
+	_, err = e.js.Publish(ctx, proto.ChangesSubject("public.t"), make([]byte, 1<<20+1))
 	if !errors.Is(err, nats.ErrMaxPayload) {
 		t.Errorf("oversized publish: err = %v, want ErrMaxPayload", err)
 	}
