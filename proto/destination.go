@@ -111,15 +111,11 @@ func decodeEncoded(name string) (string, error) {
 		return "", fmt.Errorf("%w: %q: %v", ErrBadDestination, name, err)
 	}
 	value := string(b)
-	canonical := b32.EncodedLen(len(b)) == len(enc) && !plain(value)
-	if canonical && len(enc) > 0 {
-		unused := len(enc)*5 - len(b)*8 // 0 to 4 bits
-		canonical = strings.IndexByte(b32Alphabet, enc[len(enc)-1])&(1<<unused-1) == 0
-	}
-	if !canonical {
-		// The canonical name is never longer than the alias, so it is
-		// always a name.
-		canon, _ := DestinationName(value)
+	// Canonical means encoding the value gives this very name back; that
+	// covers a wrong length, stray bits in the last character and the
+	// encoding of a plain name. The canonical name is never longer than an
+	// alias, so it is always a name.
+	if canon, _ := DestinationName(value); canon != name {
 		return "", fmt.Errorf("%w: %q is %w; the canonical name of that value is %s", ErrBadDestination, name, ErrNotCanonical, canon)
 	}
 	return value, nil
