@@ -116,6 +116,11 @@ type Catalog struct {
 	Password string `yaml:"password" secret:"env"`
 	TLSCA    string `yaml:"tls_ca"`
 	Prefix   string `yaml:"prefix"` // table name prefix, default "sluice"
+	// InsecureNoTLS lets sluice send the pack store's S3 keys (inside the
+	// s3() table functions of its indexing statements) to a ClickHouse
+	// server over a connection without TLS on a non-loopback host; without
+	// it such a configuration is refused.
+	InsecureNoTLS bool `yaml:"insecure_no_tls"`
 }
 
 // Packs is the pack store.
@@ -128,6 +133,9 @@ type Packs struct {
 	AccessKey string `yaml:"access_key" secret:"env"`
 	SecretKey string `yaml:"secret_key" secret:"env"`
 	StoreID   string `yaml:"store_id"` // identity of this store in pack ids; default derived from the URL
+	// TLSCA is a PEM bundle of the CAs that sign the S3 endpoint's
+	// certificate (an https:// endpoint with a private CA).
+	TLSCA string `yaml:"tls_ca"`
 }
 
 // Reader is the capture service.
@@ -177,9 +185,16 @@ type Publisher struct {
 // HTTP is the status page and API server.
 type HTTP struct {
 	Listen string `yaml:"listen"`
-	// Token, when set (only from SLUICE_HTTP_TOKEN), is required as a bearer
-	// token on /api/ and /ui.
+	// Token, when set (only from SLUICE_HTTP_TOKEN, or read from
+	// TokenFile), is required as a bearer token on every path but /healthz
+	// and /readyz.
 	Token string `yaml:"token" secret:"env"`
+	// TokenFile names a file holding the token (surrounding white space
+	// ignored), e.g. one generated into a volume shared by containers.
+	TokenFile string `yaml:"token_file"`
+	// InsecureNoAuth lets the API listen on a non-loopback address without
+	// a token (a warning is logged at start); without it that is refused.
+	InsecureNoAuth bool `yaml:"insecure_no_auth"`
 	// Pprof mounts net/http/pprof under /debug/pprof/ (behind the token
 	// when one is set); off by default.
 	Pprof bool `yaml:"pprof"`
@@ -266,6 +281,9 @@ func Load(path string, allowMissing bool) (Config, error) {
 		return Config{}, fmt.Errorf("reading config: %w", err)
 	}
 	if err := applyEnv(&cfg, os.LookupEnv); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.readTokenFile(); err != nil {
 		return Config{}, err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -461,6 +479,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return bad("data_dir", "must not be empty")
+	}
+	if err := c.checkExposure(); err != nil {
+		return err
 	}
 	type pos struct {
 		key string

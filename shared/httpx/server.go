@@ -2,7 +2,6 @@ package httpx
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,10 +28,11 @@ type readyCheck struct {
 
 // Server is a service's HTTP server.
 type Server struct {
-	listen string
-	token  string
-	log    *slog.Logger
-	mux    *http.ServeMux
+	listen   string
+	token    string
+	insecure bool // serve off loopback without a token (http.insecure_no_auth)
+	log      *slog.Logger
+	mux      *http.ServeMux
 
 	mu     sync.Mutex // guards checks
 	checks []readyCheck
@@ -42,11 +42,21 @@ type Server struct {
 	bindErr  error
 }
 
+// Option configures a Server.
+type Option func(*Server)
+
+// InsecureNoAuth lets a server without a token listen on a non-loopback
+// address (http.insecure_no_auth: true); Run then logs a warning. Without
+// it, such a server refuses to start.
+func InsecureNoAuth(on bool) Option { return func(s *Server) { s.insecure = on } }
+
 // New returns a server that will listen on listen (host:port, port may be
 // 0). token, when non-empty, is required as a bearer token on every path but
-// /healthz, /readyz and /metrics. reg is served on /metrics (nil: an empty
+// /healthz and /readyz. Without a token the server binds only a loopback
+// address (unless InsecureNoAuth) and then answers only requests whose Host
+// names loopback (see HostGuard). reg is served on /metrics (nil: an empty
 // registry). log may be nil.
-func New(listen, token string, reg *prometheus.Registry, log *slog.Logger) *Server {
+func New(listen, token string, reg *prometheus.Registry, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -54,6 +64,9 @@ func New(listen, token string, reg *prometheus.Registry, log *slog.Logger) *Serv
 		reg = prometheus.NewRegistry()
 	}
 	s := &Server{listen: listen, token: token, log: log, mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(s)
+	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
@@ -105,6 +118,11 @@ func (s *Server) bind() error {
 			s.bindErr = fmt.Errorf("listening on %s: %w", s.listen, err)
 			return
 		}
+		if err := CheckListen(ln.Addr(), s.token, s.insecure, s.log); err != nil {
+			_ = ln.Close()
+			s.bindErr = err
+			return
+		}
 		s.ln = ln
 	})
 	return s.bindErr
@@ -119,8 +137,11 @@ func (s *Server) Addr() string {
 	return s.ln.Addr().String()
 }
 
-// Handler returns the server's full handler (auth and logging included).
-func (s *Server) Handler() http.Handler { return s.logRequests(s.auth(s.mux)) }
+// Handler returns the server's full handler (token or Host guard, and
+// logging).
+func (s *Server) Handler() http.Handler {
+	return s.logRequests(Protect(s.mux, s.token, s.insecure, open))
+}
 
 // Run serves until ctx is cancelled, then shuts down gracefully within
 // ShutdownTimeout. It returns nil on a clean shutdown.
@@ -157,26 +178,11 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
+// open is what a token does not guard: liveness and readiness probes.
+// /metrics is behind the token when one is set (Prometheus sends it with
+// authorization.credentials_file).
 func open(path string) bool {
-	return path == "/healthz" || path == "/readyz" || path == "/metrics"
-}
-
-func (s *Server) auth(next http.Handler) http.Handler {
-	if s.token == "" {
-		return next
-	}
-	want := []byte("Bearer " + s.token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !open(r.URL.Path) {
-			got := []byte(r.Header.Get("Authorization"))
-			if subtle.ConstantTimeCompare(got, want) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-				http.Error(w, "unauthorized", http.StatusUnauthorized)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
+	return path == "/healthz" || path == "/readyz"
 }
 
 type statusWriter struct {

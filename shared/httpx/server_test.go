@@ -71,10 +71,10 @@ func TestEndpointsAndAuth(t *testing.T) {
 	if code, _ := get(t, base+"/readyz", ""); code != 200 {
 		t.Errorf("/readyz = %d", code)
 	}
-	if code, body := get(t, base+"/metrics", ""); code != 200 || !strings.Contains(body, "sluice_test_things_total 3") {
+	if code, body := get(t, base+"/metrics", "tok3n"); code != 200 || !strings.Contains(body, "sluice_test_things_total 3") {
 		t.Errorf("/metrics = %d %q", code, body)
 	}
-	for _, p := range []string{"/api/v1/status", "/ui"} {
+	for _, p := range []string{"/api/v1/status", "/ui", "/metrics"} {
 		if code, _ := get(t, base+p, ""); code != http.StatusUnauthorized {
 			t.Errorf("%s without token = %d, want 401", p, code)
 		}
@@ -94,7 +94,7 @@ func TestEndpointsAndAuth(t *testing.T) {
 	}
 }
 
-func TestNoTokenMeansOpen(t *testing.T) {
+func TestNoTokenOnLoopbackMeansOpen(t *testing.T) {
 	s := New("127.0.0.1:0", "", nil, nil)
 	s.Handle("GET /api/v1/x", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	base := run(t, s)

@@ -25,6 +25,8 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -75,6 +77,9 @@ type S3Options struct {
 	CreateBucket bool
 	// HTTPClient overrides the SDK's HTTP client.
 	HTTPClient *http.Client
+	// TLSCA is a PEM bundle of the CAs that sign an https:// Endpoint's
+	// certificate (packs.tls_ca); empty uses the system roots.
+	TLSCA string
 }
 
 // S3Store is a Store in an S3-compatible bucket. Put is one PUT (atomic on
@@ -130,7 +135,7 @@ func S3OptionsFromConfig(p config.Packs) (S3Options, error) {
 	}
 	o := S3Options{
 		Endpoint: p.Endpoint, Region: p.Region, Bucket: bucket, Prefix: prefix,
-		AccessKey: p.AccessKey, SecretKey: p.SecretKey, StoreID: p.StoreID,
+		AccessKey: p.AccessKey, SecretKey: p.SecretKey, StoreID: p.StoreID, TLSCA: p.TLSCA,
 	}
 	if o.AccessKey == "" && o.SecretKey == "" {
 		o.AccessKey, o.SecretKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
@@ -213,6 +218,18 @@ func OpenS3(ctx context.Context, o S3Options) (*S3Store, error) {
 	}
 	if o.HTTPClient != nil {
 		s3o.HTTPClient = o.HTTPClient
+	} else if o.TLSCA != "" {
+		pem, err := os.ReadFile(o.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("opening S3 pack store: reading packs.tls_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("opening S3 pack store: packs.tls_ca %s holds no PEM certificate", o.TLSCA)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		s3o.HTTPClient = &http.Client{Transport: tr}
 	}
 	tableEndpoint := strings.TrimRight(o.TableEndpoint, "/")
 	if tableEndpoint == "" {

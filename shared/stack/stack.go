@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -147,7 +148,10 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 		s.Catalog = conn
 		s.closers = append(s.closers, func(context.Context) error { return conn.Close() })
 	}
-	s.HTTP = httpx.New(cfg.HTTP.Listen, cfg.HTTP.Token, s.Registry, s.Log)
+	s.HTTP = httpx.New(cfg.HTTP.Listen, cfg.HTTP.Token, s.Registry, s.Log, httpx.InsecureNoAuth(cfg.HTTP.InsecureNoAuth))
+	if cfg.Catalog.InsecureNoTLS && strings.HasPrefix(cfg.Packs.URL, "s3://") && cfg.Catalog.URL != "embedded" {
+		s.Log.Warn("catalog.insecure_no_tls is set: the pack store's S3 keys travel in plaintext SQL to the catalog server")
+	}
 	if cfg.HTTP.Pprof {
 		s.HTTP.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
 		s.HTTP.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))

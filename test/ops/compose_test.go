@@ -194,9 +194,30 @@ func TestComposeServiceConfig(t *testing.T) {
 			for k, v := range c.Services[name].Environment {
 				t.Setenv(k, v)
 			}
+			// The token file is what compose's `token` service generates
+			// into the sluice-secrets volume; here it is a file of our own.
+			if c.Services[name].Environment["SLUICE_HTTP_TOKEN_FILE"] != "/run/sluice/http_token" {
+				t.Fatalf("SLUICE_HTTP_TOKEN_FILE = %q, want the generated /run/sluice/http_token", c.Services[name].Environment["SLUICE_HTTP_TOKEN_FILE"])
+			}
+			if !slices.Contains(c.Services[name].Volumes, any("sluice-secrets:/run/sluice:ro")) {
+				t.Fatalf("volumes %v do not mount the generated token", c.Services[name].Volumes)
+			}
+			// Negative control: without the token, 0.0.0.0:8080 is refused.
+			t.Setenv("SLUICE_HTTP_TOKEN_FILE", "")
+			if _, err := config.Load(filepath.Join(repo(t), "deploy", "sluice.compose.yaml"), false); err == nil || !strings.Contains(err.Error(), "http.listen") {
+				t.Fatalf("a tokenless 0.0.0.0 API was accepted: %v", err)
+			}
+			tok := filepath.Join(t.TempDir(), "http_token")
+			if err := os.WriteFile(tok, []byte("0123abcd\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("SLUICE_HTTP_TOKEN_FILE", tok)
 			cfg, err := config.Load(filepath.Join(repo(t), "deploy", "sluice.compose.yaml"), false)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if cfg.HTTP.Token != "0123abcd" {
+				t.Fatalf("http.token %q: want the generated token", cfg.HTTP.Token)
 			}
 			if cfg.NATS.URL != "nats://nats:4222" || !strings.HasPrefix(cfg.Catalog.URL, "clickhouse://clickhouse:") ||
 				cfg.HTTP.Listen != "0.0.0.0:8080" || cfg.Telemetry.OTLPEndpoint != "jaeger:4317" || len(cfg.Source.Tables) != 3 {

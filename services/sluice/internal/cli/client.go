@@ -26,12 +26,23 @@ type client struct {
 func (g *globalFlags) client() (*client, error) {
 	base := g.server
 	token := os.Getenv("SLUICE_HTTP_TOKEN")
-	if base == "" {
+	if base == "" || token == "" {
+		// The config names the server and may hold the token
+		// (http.token_file); with --server and SLUICE_HTTP_TOKEN it is not
+		// needed, and with --server alone a config that does not load only
+		// means no token.
 		cfg, err := config.Load(g.config, true)
-		if err != nil {
+		if err != nil && base == "" {
 			return nil, fmt.Errorf("finding the server: %w (or pass --server)", err)
 		}
-		base = cfg.HTTP.Listen
+		if err == nil {
+			if base == "" {
+				base = cfg.HTTP.Listen
+			}
+			if token == "" {
+				token = cfg.HTTP.Token
+			}
+		}
 	}
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
