@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"sort"
@@ -23,6 +24,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/httpx"
 )
 
 // ClickHouse error codes the handler produces itself.
@@ -31,6 +33,7 @@ const (
 	codeUnknownSetting       = 115
 	codeAuthenticationFailed = 516
 	codeTooLarge             = 62 // SYNTAX_ERROR is what a server says for an unparseable body
+	codeReadonly             = 164
 )
 
 // Options configure the handler.
@@ -41,15 +44,22 @@ type Options struct {
 	// MaxQueryBytes bounds the query text (URL + body); default 16 MiB.
 	MaxQueryBytes int64
 	Log           *slog.Logger
+	// InsecureNoAuth serves without credentials off loopback (and without
+	// the Host check); see CheckListen.
+	InsecureNoAuth bool
 }
 
 // Handler is the HTTP interface over one chDB engine.
 type Handler struct {
-	eng  *catalog.ChDB
-	opts Options
+	eng   *catalog.ChDB
+	opts  Options
+	entry http.Handler // the Host guard (no credentials) or serveHTTP
 }
 
-// New returns a handler serving eng.
+// New returns a handler serving eng. Without credentials (and without
+// InsecureNoAuth) it answers only requests that reached a loopback address
+// and name it by a loopback Host (httpx.HostGuard), so a web page cannot
+// reach it by DNS rebinding.
 func New(eng *catalog.ChDB, opts Options) *Handler {
 	if opts.MaxQueryBytes <= 0 {
 		opts.MaxQueryBytes = 16 << 20
@@ -57,7 +67,31 @@ func New(eng *catalog.ChDB, opts Options) *Handler {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{eng: eng, opts: opts}
+	if opts.Password != "" && opts.User == "" {
+		opts.User = "default" // what ClickHouse clients send without a user
+	}
+	h := &Handler{eng: eng, opts: opts}
+	h.entry = http.HandlerFunc(h.serveHTTP)
+	if opts.User == "" && !opts.InsecureNoAuth {
+		h.entry = httpx.HostGuard(h.entry)
+	}
+	return h
+}
+
+// CheckListen refuses to serve without credentials (catalog.user and
+// catalog.password, which the catalog's clients send) on an address other
+// hosts can reach, unless insecure; then it logs a warning.
+func CheckListen(addr net.Addr, opts Options) error {
+	if opts.User != "" || opts.Password != "" || httpx.IsLoopback(addr) {
+		return nil
+	}
+	if !opts.InsecureNoAuth {
+		return fmt.Errorf("%w: the catalog on %s would be reachable from other hosts: set SLUICE_CATALOG_USER and SLUICE_CATALOG_PASSWORD (its clients send the same), listen on 127.0.0.1, or pass --insecure-no-auth", httpx.ErrNoAuth, addr)
+	}
+	if opts.Log != nil {
+		opts.Log.Warn("serving the catalog without credentials on a non-loopback address (--insecure-no-auth): anyone who can reach it can write to it", "addr", addr.String())
+	}
+	return nil
 }
 
 // Parameters of the HTTP interface that are not query settings.
@@ -90,7 +124,9 @@ func newErr(status, code int, format string, args ...any) *httpError {
 }
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.entry.ServeHTTP(w, r) }
+
+func (h *Handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/ping", "/replicas_status":
 		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
@@ -128,12 +164,29 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 		return newErr(http.StatusBadRequest, 62, "Empty query")
 	}
 
+	eng := h.eng
+	db := params.Get("database")
+	if db == "" {
+		db = r.Header.Get("X-ClickHouse-Database")
+	}
+	if db != "" {
+		eng = eng.Database(db)
+	}
+	readonly := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if readonly {
+		if query, err = readOnlyStatement(r, eng, query); err != nil {
+			return err
+		}
+	}
+
 	// Settings: every parameter that is not part of the protocol.
 	var settings []string
 	for k := range params {
 		switch {
 		case protocolParams[k]:
 			continue
+		case readonly && k == "readonly":
+			return newErr(http.StatusBadRequest, codeReadonly, "a GET query runs with readonly = 1; send it with POST to change readonly")
 		case strings.HasPrefix(k, "param_"):
 			return newErr(http.StatusBadRequest, codeNotImplemented, "query parameters (%s) are not supported by chdbhttp; bind values in the SQL", k)
 		case strings.HasSuffix(k, "_format") || strings.HasSuffix(k, "_structure") || strings.HasSuffix(k, "_types"):
@@ -144,6 +197,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 		settings = append(settings, k+" = "+quoteSetting(params.Get(k)))
 	}
 	sort.Strings(settings)
+	if readonly {
+		// Last, so no setting before it in the list can change it.
+		settings = append(settings, "readonly = 1")
+	}
 
 	format := params.Get("default_format")
 	if format == "" {
@@ -153,19 +210,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	if m := formatClause.FindStringSubmatch(query); m != nil && !strings.HasPrefix(strings.ToUpper(strings.TrimSpace(query)), "INSERT") {
 		format, ownFormat = m[1], true
 	}
-	if len(settings) > 0 && catalog.IsSelect(query) && !ownFormat {
+	if len(settings) > 0 && (readonly || (catalog.IsSelect(query) && !ownFormat)) {
 		// Per-query settings ride on the statement; a SET would change the
-		// shared session for everybody.
+		// shared session for everybody. (A GET's statement is the engine's
+		// own rendering of one statement, so they end it whatever it is.)
 		query = strings.TrimRight(strings.TrimSpace(query), ";") + "\nSETTINGS " + strings.Join(settings, ", ")
-	}
-
-	eng := h.eng
-	db := params.Get("database")
-	if db == "" {
-		db = r.Header.Get("X-ClickHouse-Database")
-	}
-	if db != "" {
-		eng = eng.Database(db)
 	}
 
 	start := time.Now()

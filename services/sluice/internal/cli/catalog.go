@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"net/http"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -45,7 +44,10 @@ func newCatalogCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 	})
-	var listen string
+	var (
+		listen   string
+		insecure bool
+	)
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the embedded chDB catalog over ClickHouse's HTTP interface, so several sluice processes can share it (catalog.url: http://ADDR)",
@@ -55,33 +57,38 @@ func newCatalogCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return &exitError{2, err}
 			}
-			return serveCatalog(cmd, cfg.Catalog, cfg.DataDir, listen)
+			return serveCatalog(cmd, cfg.Catalog, cfg.DataDir, listen, insecure)
 		},
 	}
 	serve.Flags().StringVar(&listen, "listen", "127.0.0.1:8123", "address to serve the ClickHouse HTTP interface on")
+	serve.Flags().BoolVar(&insecure, "insecure-no-auth", false, "serve without credentials (SLUICE_CATALOG_USER/PASSWORD) on a non-loopback address")
 	cmd.AddCommand(serve)
 	return cmd
 }
 
-func serveCatalog(cmd *cobra.Command, cfg config.Catalog, dataDir, listen string) error {
+// serveCatalog hosts the embedded engine over ClickHouse's HTTP interface:
+// GET queries run read-only; with catalog.user/password every request needs
+// them; without, only loopback is served (unless insecure).
+func serveCatalog(cmd *cobra.Command, cfg config.Catalog, dataDir, listen string, insecure bool) error {
 	if cfg.URL != "embedded" {
 		return &exitError{2, fmt.Errorf("catalog serve hosts the embedded engine; catalog.url is %q", cfg.URL)}
 	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts := chdbhttp.Options{User: cfg.User, Password: cfg.Password, InsecureNoAuth: insecure, Log: log}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", listen, err)
+	}
+	if err := chdbhttp.CheckListen(ln.Addr(), opts); err != nil {
+		_ = ln.Close()
+		return &exitError{2, err}
+	}
 	eng, err := catalog.OpenChDB(filepath.Join(dataDir, "catalog"))
 	if err != nil {
+		_ = ln.Close()
 		return fmt.Errorf("opening the embedded catalog: %w", err)
 	}
 	defer eng.Close()
-	srv := &http.Server{Addr: listen, Handler: chdbhttp.New(eng, chdbhttp.Options{User: cfg.User, Password: cfg.Password}), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Fprintf(os.Stderr, "serving the embedded catalog on http://%s (catalog.url for other processes)\n", listen)
-	select {
-	case err := <-errc:
-		return err
-	case <-cmd.Context().Done():
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(ctx)
-	}
+	fmt.Fprintf(os.Stderr, "serving the embedded catalog on http://%s (catalog.url for other processes)\n", ln.Addr())
+	return chdbhttp.Serve(cmd.Context(), ln, chdbhttp.New(eng, opts))
 }
