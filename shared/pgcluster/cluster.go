@@ -40,6 +40,11 @@ type Options struct {
 	// Template, when set, names a directory made by InitTemplate: a new
 	// cluster copies it instead of running initdb (faster for tests).
 	Template string
+	// Owned records the calling process as the server's owner (a file in
+	// Dir). A later owned Start that finds the server still running after
+	// its owner exited (a crash) stops it and starts a fresh one; it never
+	// stops a server whose owner runs (ErrOwned).
+	Owned bool
 }
 
 // Cluster is a private Postgres cluster. Its methods are safe for concurrent
@@ -52,6 +57,8 @@ type Cluster struct {
 
 	mu   sync.Mutex // guards port
 	port int
+
+	stale int // pid of the exited owner whose server Start stopped
 }
 
 const (
@@ -130,10 +137,30 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("%w: reading %s: %v", ErrBadDir, dir, err)
 	}
+	if opts.Owned {
+		if err := c.reclaim(ctx); err != nil {
+			return nil, err
+		}
+		c2, err := c.startOrAdopt(ctx, dir, opts)
+		if err != nil {
+			return nil, err
+		}
+		if err := c2.WriteOwner(os.Getpid()); err != nil {
+			_ = c2.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return c2, nil
+	}
+	return c.startOrAdopt(ctx, dir, opts)
+}
+
+// startOrAdopt starts the server, or adopts the one already running on dir.
+func (c *Cluster) startOrAdopt(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 	if port, ok := c.runningPort(ctx); ok {
 		c.port = port
 		return c, nil
 	}
+	var err error
 	port := opts.Port
 	auto := port == 0
 	if auto {

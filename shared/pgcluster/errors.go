@@ -9,4 +9,7 @@ var (
 	ErrNotRunning = errors.New("postgres cluster is not running")
 	// ErrBadDir means Options.Dir cannot hold a cluster.
 	ErrBadDir = errors.New("unusable cluster directory")
+	// ErrOwned means an owned Start found the server run by another live
+	// process.
+	ErrOwned = errors.New("postgres cluster is owned by another running process")
 )

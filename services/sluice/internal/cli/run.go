@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -139,9 +140,18 @@ func startDemo(ctx context.Context, cfg *config.Config) (*pgcluster.Cluster, err
 		return nil, fmt.Errorf("creating data_dir: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "no source.dsn: starting a private Postgres for the demo under %s\n", dir)
-	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir})
+	// Owned: a server left running by a crashed `sluice dev` (its owner
+	// gone) is stopped and started afresh; one whose owner still runs is
+	// refused rather than shared.
+	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Owned: true})
+	if errors.Is(err, pgcluster.ErrOwned) {
+		return nil, &exitError{2, fmt.Errorf("starting the demo Postgres: %w (is another sluice dev running on data_dir %s?)", err, cfg.DataDir)}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("starting the demo Postgres: %w", err)
+	}
+	if pid := cl.StoppedStale(); pid != 0 {
+		fmt.Fprintf(os.Stderr, "stopped the demo Postgres left running by process %d, which has exited, and started it afresh\n", pid)
 	}
 	if err := cl.CreateDatabase(ctx, "demo"); err != nil {
 		cl.Stop(context.Background())
