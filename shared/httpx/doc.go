@@ -3,10 +3,14 @@
 // (Prometheus, from the registry handed in) and whatever the service
 // registers with Handle (the /api/v1/ JSON API, /ui).
 //
-// When a token is configured every path except /healthz, /readyz and
-// /metrics requires "Authorization: Bearer <token>", compared in constant
-// time. httpx must never log the token or request headers, and never serve
-// the global Prometheus registry.
+// The access rule (guard.go) holds for every listener: with a token, every
+// path except /healthz and /readyz requires "Authorization: Bearer <token>"
+// (or the token as a Basic password, for a browser), compared in constant
+// time; without one, the server binds only a loopback address (a
+// non-loopback one is refused at start unless InsecureNoAuth, which logs a
+// warning) and answers only requests whose Host names loopback with the
+// port they reached (against DNS rebinding). httpx must never log the token
+// or request headers, and never serve the global Prometheus registry.
 //
 // NOTES: the listener is bound by the first of Addr or Run, so Addr can be
 // called before or after Run starts and always names the bound address

@@ -24,7 +24,12 @@
 // NOTES
 //   - Start on a directory whose server is already running (postmaster.pid
 //     names a live postmaster, e.g. after `sluice dev` was killed with -9)
-//     adopts that server and its port instead of failing.
+//     adopts that server and its port instead of failing — unless
+//     Options.Owned: then the owner recorded in Dir/sluice.owner (pid and
+//     /proc start time, so a reused pid does not count) decides: exited
+//     (or a zombie) → the server is stopped and a fresh one started
+//     (StoppedStale names the owner); still running and not this process →
+//     ErrOwned, and the server is left alone; no record → adopted.
 //   - Port 0 reuses the port of the previous start when it is free, so a
 //     restarted demo keeps its DSN; otherwise a free port is picked.
 //   - Options.Template copies a directory made by InitTemplate instead of

@@ -10,6 +10,12 @@
 // It lets one engine be shared by several processes (`sluice catalog serve`)
 // and lets the clickhouse-go backend run in CI against the real engine.
 //
+// A GET or HEAD runs with readonly = 1, as ClickHouse's HTTP interface
+// does (readonly.go says how, and why the statement is first rendered by the
+// engine); writes come by POST. With credentials every request needs them;
+// without, only loopback is served, to a loopback Host (CheckListen,
+// httpx.HostGuard).
+//
 // It owns no data and must never hold the engine beyond a request; it does
 // not implement INSERT with binary data in the body, external tables, query
 // parameters (param_*) or sessions: those get a NOT_IMPLEMENTED (48) error
