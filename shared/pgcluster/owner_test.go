@@ -98,8 +98,11 @@ func TestStaleOwnedClusterIsStopped(t *testing.T) {
 
 	// The owner dies (kill -9 leaves the server running): the next Start
 	// stops that server and runs a fresh one.
+	// (The record carries a start time, as WriteOwner writes for a live
+	// process, so a pid reused meanwhile by another process still reads as
+	// exited.)
 	dead := deadPID(t)
-	if err := c.WriteOwner(dead); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(dead)+" 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fresh, err := Start(ctx, Options{Dir: dir, Owned: true})
