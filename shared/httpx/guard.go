@@ -17,18 +17,22 @@ var ErrNoAuth = errors.New("refusing to serve without a token on a non-loopback 
 
 // CheckListen is the start-up half of the access rule: a server without a
 // token may bind only a loopback address, unless insecure is set (then it
-// logs a warning and serves open). addr is the bound address.
+// logs a warning and serves open, on any address). addr is the bound
+// address.
 func CheckListen(addr net.Addr, token string, insecure bool, log *slog.Logger) error {
-	if token != "" || IsLoopback(addr) {
+	switch {
+	case token != "":
+		return nil
+	case insecure:
+		// Open, and without the Host check even on loopback.
+		if log != nil {
+			log.Warn("serving HTTP without authentication (insecure_no_auth): anyone who can reach it, or a web page by DNS rebinding, can read and change what it serves", "addr", addr.String())
+		}
+		return nil
+	case IsLoopback(addr):
 		return nil
 	}
-	if !insecure {
-		return fmt.Errorf("%w: %s is reachable from other hosts; set SLUICE_HTTP_TOKEN, listen on a loopback address (127.0.0.1:PORT), or set http.insecure_no_auth: true to serve it open", ErrNoAuth, addr)
-	}
-	if log != nil {
-		log.Warn("serving HTTP without authentication on a non-loopback address (insecure_no_auth): anyone who can reach it can read and change what it serves", "addr", addr.String())
-	}
-	return nil
+	return fmt.Errorf("%w: %s is reachable from other hosts; set SLUICE_HTTP_TOKEN, listen on a loopback address (127.0.0.1:PORT), or set http.insecure_no_auth: true to serve it open", ErrNoAuth, addr)
 }
 
 // Protect is the per-request half of the access rule:

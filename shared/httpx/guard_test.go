@@ -143,3 +143,17 @@ func port(t *testing.T, base string) string {
 	}
 	return p
 }
+
+// TestInsecureNoAuthOnLoopbackWarns: insecure_no_auth drops the Host check
+// on loopback too, so it is warned about there as well.
+func TestInsecureNoAuthOnLoopbackWarns(t *testing.T) {
+	var logs bytes.Buffer
+	s := New("127.0.0.1:0", "", nil, slog.New(slog.NewTextHandler(&logs, nil)), InsecureNoAuth(true))
+	base := run(t, s)
+	if code, _ := do(t, base+"/healthz", "sluice.example.com", ""); code != http.StatusOK {
+		t.Fatalf("insecure loopback server with another Host: %d", code)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("no warning: %s", logs.String())
+	}
+}

@@ -82,16 +82,18 @@ func New(eng *catalog.ChDB, opts Options) *Handler {
 // catalog.password, which the catalog's clients send) on an address other
 // hosts can reach, unless insecure; then it logs a warning.
 func CheckListen(addr net.Addr, opts Options) error {
-	if opts.User != "" || opts.Password != "" || httpx.IsLoopback(addr) {
+	switch {
+	case opts.User != "" || opts.Password != "":
+		return nil
+	case opts.InsecureNoAuth:
+		if opts.Log != nil {
+			opts.Log.Warn("serving the catalog without credentials (--insecure-no-auth): anyone who can reach it can write to it", "addr", addr.String())
+		}
+		return nil
+	case httpx.IsLoopback(addr):
 		return nil
 	}
-	if !opts.InsecureNoAuth {
-		return fmt.Errorf("%w: the catalog on %s would be reachable from other hosts: set SLUICE_CATALOG_USER and SLUICE_CATALOG_PASSWORD (its clients send the same), listen on 127.0.0.1, or pass --insecure-no-auth", httpx.ErrNoAuth, addr)
-	}
-	if opts.Log != nil {
-		opts.Log.Warn("serving the catalog without credentials on a non-loopback address (--insecure-no-auth): anyone who can reach it can write to it", "addr", addr.String())
-	}
-	return nil
+	return fmt.Errorf("%w: the catalog on %s would be reachable from other hosts: set SLUICE_CATALOG_USER and SLUICE_CATALOG_PASSWORD (its clients send the same), listen on 127.0.0.1, or pass --insecure-no-auth", httpx.ErrNoAuth, addr)
 }
 
 // Parameters of the HTTP interface that are not query settings.
