@@ -232,7 +232,8 @@ func (c *Catalog) ReleaseLease(ctx context.Context, l Lease) error {
 }
 
 // nextVersion returns the version a publish attempt claims: above every
-// version claimed or published, as last seen (one query when nothing is
+// version claimed or published, as last seen, and above every version
+// published before a rebuild (the version floor; one query when nothing is
 // known yet). A stale guess is harmless: the claim is checked inside the
 // publishing statements (sole claimant, above every published version), and
 // the read-back refreshes what is known.
@@ -241,8 +242,8 @@ func (c *Catalog) nextVersion(ctx context.Context, attempt int) (uint64, error) 
 	top, known := c.pubTop, c.pubKnown
 	c.pubMu.Unlock()
 	if !known {
-		res, err := c.conn.Query(ctx, fmt.Sprintf("SELECT greatest((SELECT ifNull(max(version), 0) FROM %s), (SELECT ifNull(max(version), 0) FROM %s))",
-			ident(c.n.lease()), ident(c.n.watermark())))
+		res, err := c.conn.Query(ctx, fmt.Sprintf("SELECT greatest((SELECT ifNull(max(version), 0) FROM %s), (SELECT ifNull(max(version), 0) FROM %s), (SELECT ifNull(max(version), 0) FROM %s))",
+			ident(c.n.lease()), ident(c.n.watermark()), ident(c.n.versionFloor())))
 		if err != nil {
 			return 0, fmt.Errorf("reading the highest catalog version: %w", err)
 		}

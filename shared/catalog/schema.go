@@ -196,7 +196,9 @@ type object struct {
 }
 
 func (c *Catalog) objects(ctx context.Context) (map[string]object, error) {
-	res, err := c.conn.Query(ctx, "SELECT name, engine, ifNull(total_rows, 0) FROM system.tables WHERE database = currentDatabase() AND startsWith(name, "+quote(c.n.prefix+"_")+")")
+	// The version floor is not an object of the schema: it outlives every
+	// drop and rebuild (rebuild.go), so the checks and Drop never see it.
+	res, err := c.conn.Query(ctx, "SELECT name, engine, ifNull(total_rows, 0) FROM system.tables WHERE database = currentDatabase() AND startsWith(name, "+quote(c.n.prefix+"_")+") AND name != "+quote(c.n.versionFloor()))
 	if err != nil {
 		return nil, fmt.Errorf("listing catalog objects: %w", err)
 	}
@@ -211,7 +213,7 @@ func (c *Catalog) objects(ctx context.Context) (map[string]object, error) {
 func (c *Catalog) rebuildHint() string {
 	return fmt.Sprintf("The catalog is a projection of the pack store and is never migrated in place. "+
 		"Rebuild it: stop every indexer and publisher, then run `sluice catalog rebuild` "+
-		"(it drops every %s_* object and re-indexes every pack from the pack store), "+
+		"(it drops every %s_* object but the version floor, which keeps versions from repeating, and re-indexes every pack from the pack store), "+
 		"or drop every table and view named %s_* yourself and start the indexer, whose reconciler re-indexes the pack store; "+
 		"then restart the publisher.", c.n.prefix, c.n.prefix)
 }
@@ -372,6 +374,7 @@ func (c *Catalog) create(ctx context.Context) error {
 			version UInt64 DEFAULT 0, claim_id String DEFAULT '')
 			ENGINE = Memory SETTINGS max_rows_to_keep = ` + strconv.Itoa(leaseRowsKept),
 		"CREATE OR REPLACE VIEW " + ident(n.snapshots()) + " AS " + c.snapshotsSQL(),
+		versionFloorDDL(n),
 	}
 	if c.legacyPublish {
 		ddl = legacyDDL(n, ddl)
