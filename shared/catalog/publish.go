@@ -460,7 +460,11 @@ func (c *Catalog) readLease(ctx context.Context, v uint64) (head []Lease, now ti
 // packs a publish now would admit (see unpublished).
 func (c *Catalog) Pending(ctx context.Context) (uint64, error) {
 	window, fresh, _ := c.unpublished("hw")
-	q := fmt.Sprintf("WITH %s AS hw SELECT count(DISTINCT store_id, pack_id) FROM %s WHERE %s AND %s", c.inventoryHW(), ident(c.n.packs()), window, fresh) + tiny
+	with := "WITH " + c.inventoryHW() + " AS hw "
+	if c.legacyPublish {
+		with = "" // the version 2 watermark records no high-water
+	}
+	q := fmt.Sprintf("%sSELECT count(DISTINCT store_id, pack_id) FROM %s WHERE %s AND %s", with, ident(c.n.packs()), window, fresh) + tiny
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("counting unpublished packs: %w", err)

@@ -46,6 +46,7 @@ func TestWaitExitsTwoOnHaltedTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
 	}
+	start := time.Now()
 	h := &harness{t: t, dsn: pgtest.NewDB(t)}
 	h.exec(`CREATE TABLE public.items (tenant_id text NOT NULL, id int NOT NULL, v text, PRIMARY KEY (tenant_id, id));
 		CREATE TABLE public.notes (tenant_id text NOT NULL, id int NOT NULL, PRIMARY KEY (tenant_id, id))`)
@@ -65,6 +66,7 @@ func TestWaitExitsTwoOnHaltedTable(t *testing.T) {
 	if code, stderr := h.waitExit(h.lsn(), time.Minute); code != 0 {
 		t.Fatalf("wait on a flowing pipeline exited %d: %s\n%s", code, stderr, dev.Tail())
 	}
+	t.Logf("pipeline up and flowing after %s", time.Since(start))
 
 	// Timeout: a paused destination holds its change, which is not halted.
 	h.mustCLI("destinations", "pause", "a")
@@ -78,6 +80,7 @@ func TestWaitExitsTwoOnHaltedTable(t *testing.T) {
 	if code, stderr := h.waitExit(before, time.Minute); code != 0 {
 		t.Fatalf("wait after resume exited %d: %s\n%s", code, stderr, dev.Tail())
 	}
+	t.Logf("timeout and resume checked after %s", time.Since(start))
 
 	// Halt public.items: its TRUNCATE and every later change of it are in
 	// no snapshot, while public.notes flows on.
@@ -89,7 +92,7 @@ func TestWaitExitsTwoOnHaltedTable(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "public.items") || !strings.Contains(stderr, "halted") {
 		t.Fatalf("wait past a halted table's change exited %d, want 2 naming public.items: %s\n%s", code, stderr, dev.Tail())
 	}
-	t.Logf("wait past the halt: exit 2: %s", strings.TrimSpace(stderr))
+	t.Logf("wait past the halt after %s: exit 2: %s", time.Since(start), strings.TrimSpace(stderr))
 	// An LSN below the halt is still answered by a snapshot.
 	if code, stderr := h.waitExit(before, time.Minute); code != 0 {
 		t.Fatalf("wait for an LSN below the halt exited %d: %s", code, stderr)
