@@ -91,7 +91,11 @@ func (s *State) SetHalted(table, reason string) { s.mu.Lock(); s.halted[table] =
 // SetHaltedAt records the commit LSN of a halted table's first change that
 // is not carried (every change of it at or after that position is in no
 // snapshot); `sluice wait` compares it with the LSN it waits for.
-func (s *State) SetHaltedAt(table string, at proto.LSN) { s.mu.Lock(); s.haltedAt[table] = at; s.mu.Unlock() }
+func (s *State) SetHaltedAt(table string, at proto.LSN) {
+	s.mu.Lock()
+	s.haltedAt[table] = at
+	s.mu.Unlock()
+}
 
 // Halted returns the halt reason of table, or "".
 func (s *State) Halted(table string) string {
