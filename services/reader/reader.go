@@ -72,23 +72,24 @@ type Reader struct {
 
 // Status is the reader's state for `sluice status` and /api/v1/status.
 type Status struct {
-	Slot         string            `json:"slot"`
-	State        string            `json:"state"` // starting, standby, backfilling, streaming, restarting
-	Holder       string            `json:"holder"`
-	LeaseTerm    int64             `json:"lease_term,omitempty"`
-	ConfirmedLSN string            `json:"confirmed_lsn"`
-	ServerLSN    string            `json:"server_lsn"`
-	LagBytes     uint64            `json:"lag_bytes"`
-	Rows         map[string]int64  `json:"rows"`
-	Halted       map[string]string `json:"halted_tables,omitempty"`
+	Slot         string                      `json:"slot"`
+	State        string                      `json:"state"` // starting, standby, backfilling, streaming, restarting
+	Holder       string                      `json:"holder"`
+	LeaseTerm    int64                       `json:"lease_term,omitempty"`
+	ConfirmedLSN string                      `json:"confirmed_lsn"`
+	ServerLSN    string                      `json:"server_lsn"`
+	LagBytes     uint64                      `json:"lag_bytes"`
+	Rows         map[string]int64            `json:"rows"`
+	Halted       map[string]string           `json:"halted_tables,omitempty"`
+	Backfill     map[string]capture.Progress `json:"backfill,omitempty"`
+	LastError    string                      `json:"last_error,omitempty"`
+
 	// HaltedAt is, per halted table whose position is known, the commit
-	// LSN of its first change not carried: every change of it at or
-	// after that LSN is in no snapshot (sluice wait exits 2 for an LSN at
-	// or above it). A table shown halted without one (dropped at the
-	// source) has no known position.
-	HaltedAt  map[string]string           `json:"halted_at_lsn,omitempty"`
-	Backfill  map[string]capture.Progress `json:"backfill,omitempty"`
-	LastError string                      `json:"last_error,omitempty"`
+	// LSN of its first change not carried: every change of it at or after
+	// that LSN is in no snapshot (sluice wait exits 2 for an LSN at or
+	// above it). A table shown halted without one (dropped at the source)
+	// has no known position.
+	HaltedAt map[string]string `json:"halted_at_lsn,omitempty"`
 }
 
 // New checks the configuration and returns a reader; Run starts it.

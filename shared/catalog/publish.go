@@ -488,7 +488,7 @@ func (c *Catalog) Pending(ctx context.Context) (uint64, error) {
 // current high-water (a row above it can be a member only of those: capped
 // publishes, which keep the high-water). No clock is involved, so a stalled
 // insert or a server clock stepped back delays nothing
-// (TestStalledInventoryClaimIsAdmitted, TestClockStepBackClaimIsAdmitted).
+// (TestStalledIndexerPackIsPublished, both cases).
 // The high-water relies on the inventory being append-only (no delete may
 // remove the parts holding its newest blocks, which would let the engine
 // hand out those numbers again after a restart).
