@@ -13,7 +13,7 @@ func SetNoFence(c *Catalog, off bool) { c.noFence = off }
 func SetBeforeStatements(c *Catalog, f func()) { c.beforeStatements = f }
 
 // SetNoWindow makes every publish and Pending read every pack against every
-// membership (a full sweep), as if the publish window did not exist.
+// membership (a full sweep), as if there were no inventory high-water.
 func SetNoWindow(c *Catalog, on bool) { c.noWindow = on }
 
 // SetClockWindow makes a publish admit by the clock window it had before
@@ -25,7 +25,7 @@ func SetClockWindow(c *Catalog, on bool) { c.clockWindow = on }
 // staging file (the baseline of BenchmarkIndexSmallPacks).
 func SetNoStaging(c *Catalog, off bool) { c.noStaging = off }
 
-// SetPublishSlack sets the publish window's slack (benchmarks that publish
+// SetPublishSlack sets the legacy clock window's slack (benchmarks that publish
 // far faster than the one-second production interval scale it down, so the
 // window spans as many publishes as in production).
 func SetPublishSlack(c *Catalog, d time.Duration) { c.slack = d }
