@@ -92,7 +92,7 @@ for every destination, then exit 0. Exit 1 on timeout; exit 2, with the reason o
 stderr, when a halted table or destination holds a change at or below LSN (a halt
 whose first held change is at an unknown position counts as holding one), so that
 no snapshot will include it until an operator acts.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			target, err := proto.ParseLSN(through)
 			if err != nil {
