@@ -16,6 +16,11 @@
 //     floor >= S1 or nothing pending; sample PACKS' last sequence S2; wait
 //     until the indexer's ack floor >= S2 or nothing pending; then L is
 //     proven. If CHANGES is empty (or the router has acked nothing), L = 0.
+//   - The proof covers what the publish admits: the indexer acks a pack
+//     event only after its inventory row is committed, and catalog.Publish
+//     admits every inventory row its statement sees (by block number, not
+//     by clock), so a snapshot claiming L holds every pack with a change at
+//     or below L (shared/catalog TestStalledIndexerPackIsPublished).
 //   - The lease is renewed before every publish (by catalog.Publish) and on
 //     every idle tick; lease_ttl > 2 * interval is enforced by config.
 package publisher

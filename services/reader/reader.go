@@ -83,6 +83,13 @@ type Status struct {
 	Halted       map[string]string           `json:"halted_tables,omitempty"`
 	Backfill     map[string]capture.Progress `json:"backfill,omitempty"`
 	LastError    string                      `json:"last_error,omitempty"`
+
+	// HaltedAt is, per halted table whose position is known, the commit
+	// LSN of its first change not carried: every change of it at or after
+	// that LSN is in no snapshot (sluice wait exits 2 for an LSN at or
+	// above it). A table shown halted without one (dropped at the source)
+	// has no known position.
+	HaltedAt map[string]string `json:"halted_at_lsn,omitempty"`
 }
 
 // New checks the configuration and returns a reader; Run starts it.
@@ -138,6 +145,14 @@ func (r *Reader) Status() Status {
 	s := r.state.Snapshot()
 	st := Status{Slot: r.cfg.Source.Slot, State: s.Phase, Holder: r.holder, ConfirmedLSN: s.Confirmed.String(),
 		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, LastError: s.LastError}
+	for t, at := range s.HaltedAt {
+		if _, ok := s.Halted[t]; ok {
+			if st.HaltedAt == nil {
+				st.HaltedAt = map[string]string{}
+			}
+			st.HaltedAt[t] = at.String()
+		}
+	}
 	if s.Server > s.Confirmed {
 		st.LagBytes = uint64(s.Server - s.Confirmed)
 	}
@@ -336,11 +351,14 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
-	halts, err := loadHalts(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot)
+	halts, haltsAt, err := loadHalts(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot)
 	if err != nil {
 		return err
 	}
 	for t, reason := range halts {
+		if at, ok := haltsAt[t]; ok {
+			r.state.SetHaltedAt(t, at)
+		}
 		r.state.SetHalted(t, reason)
 		r.metrics.Halted.WithLabelValues(t, "persisted").Set(1)
 	}

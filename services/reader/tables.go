@@ -75,20 +75,25 @@ func saveHalt(ctx context.Context, pool *pgxpool.Pool, schema, slot, table, reas
 	return err
 }
 
-func loadHalts(ctx context.Context, pool *pgxpool.Pool, schema, slot string) (map[string]string, error) {
-	rows, err := pool.Query(ctx, `SELECT source_table, reason FROM `+pgx.Identifier{schema, "reader_halted"}.Sanitize()+` WHERE slot = $1`, slot)
+// loadHalts returns the halted tables of slot: the reason of each, and the
+// position recorded with it (at_lsn: its first change not carried).
+func loadHalts(ctx context.Context, pool *pgxpool.Pool, schema, slot string) (map[string]string, map[string]proto.LSN, error) {
+	rows, err := pool.Query(ctx, `SELECT source_table, reason, at_lsn FROM `+pgx.Identifier{schema, "reader_halted"}.Sanitize()+` WHERE slot = $1`, slot)
 	if err != nil {
-		return nil, fmt.Errorf("loading halted tables: %w", err)
+		return nil, nil, fmt.Errorf("loading halted tables: %w", err)
 	}
-	out := map[string]string{}
+	out, at := map[string]string{}, map[string]proto.LSN{}
 	for rows.Next() {
-		var t, r string
-		if err := rows.Scan(&t, &r); err != nil {
-			return nil, err
+		var t, r, l string
+		if err := rows.Scan(&t, &r, &l); err != nil {
+			return nil, nil, err
 		}
 		out[t] = r
+		if lsn, err := proto.ParseLSN(l); err == nil {
+			at[t] = lsn
+		}
 	}
-	return out, rows.Err()
+	return out, at, rows.Err()
 }
 
 // fetchColumns reads the text form of cols of one source row by its key (the

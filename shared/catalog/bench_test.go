@@ -312,7 +312,7 @@ func seedInventory(b *testing.B, conn catalog.Conn, from, n int) {
 // (-publish-history); each admits packsPerPublish new packs.
 var (
 	benchHistory = flag.Int("publish-history", 1000, "publishes before the measured ones in BenchmarkPublishHistory")
-	benchSlack   = flag.Duration("publish-slack", time.Second, "publish window slack in BenchmarkPublishHistory (production: 30s at a 1s interval)")
+	benchSlack   = flag.Duration("publish-slack", time.Second, "clock window slack of the legacy publish in BenchmarkPublishHistory (schema 2 and 3 production: 30s at a 1s interval)")
 	benchLegacy  = flag.Bool("publish-legacy", false, "BenchmarkPublishHistory on the schema version 2 publish (four statements), the baseline")
 )
 
@@ -323,9 +323,10 @@ var (
 // the measured ones (after the history), Pending() before each measured
 // publish, the floor (SELECT 1) and, with -v, the per-statement breakdown
 // and the active parts. The bench publishes back to back, tens of times
-// faster than the one-second production interval, so the publish window's
-// slack is scaled down (-publish-slack) to span a similar number of
-// publishes.
+// faster than the one-second production interval, so the legacy publish's
+// clock window slack is scaled down (-publish-slack) to span a similar
+// number of publishes (the current publish admits by block number and has
+// no slack).
 func BenchmarkPublishHistory(b *testing.B) {
 	tc := &timedConn{Conn: chtest.Conn(b)}
 	c := catalog.New(tc, catalog.Options{Prefix: "sluice"})

@@ -26,21 +26,30 @@
 //     -- and a version can only be published above the current head;
 //   - record a pack in the inventory before its rows are durable: the
 //     inventory row is written last, so a crash re-indexes rather than
-//     skips.
+//     skips;
+//   - publish a snapshot that leaves out an inventory row its statement
+//     sees: the through_lsn a publish claims is proven by the frontier
+//     through committed inventory rows, so every one of them must be in
+//     it (admission by block number, not by clock; see NOTES);
+//   - reuse a version number, even across a rebuild (the version floor).
 //
 // Objects (prefix p, default "sluice"):
 //
 //	p_schema_version     the stamp, written LAST by EnsureSchema
 //	p_tables             registry: per table and schema fingerprint, columns (kind, pg type), primary key
-//	p_packs              pack inventory, one row per indexed (store_id, pack_id)
+//	p_packs              pack inventory, one row per indexed (store_id, pack_id), with
+//	                     persisted block numbers (schema version 4)
 //	p_watermark          one row per published snapshot (version, publish_id, through_lsn, ...)
 //	                     and its members: the packs it admitted, (store_id, pack_id,
-//	                     destination, table) in an array (schema version 3)
+//	                     destination, table) in an array (schema version 3), and the
+//	                     inventory high-water it proved (inventory_block, version 4)
 //	p_manifest           view: one row per member (version, publish_id, store_id, pack_id, ...)
 //	p_publisher_lease    append-only publisher lease (term, lease_id, holder, expiry) and the
 //	                     sole-claimant version claims (version, claim_id) a publish's renewal
 //	                     carries; in memory, its newest rows only (schema version 2)
 //	p_snapshots          view: published snapshots with their cumulative pack count
+//	p_version_floor      the highest version published before each rebuild; never dropped
+//	                     (schema version 4)
 //	p_rows.<schema.table>    per captured table: the rows of every destination
 //	p_latest.<schema.table>  view: that table as of the latest published snapshot
 //
@@ -103,8 +112,8 @@
 //     is not met on chDB (see README, Benchmarks).
 //   - A snapshot holds at most publishCap (1,000,000) new packs: its members
 //     are aggregated into one row. A publish that hits the cap keeps the
-//     previous through_lsn and makes the next publish a full sweep; Rebuild
-//     publishes until a publish admits fewer.
+//     previous through_lsn and the inventory high-water, so the next publish
+//     reads what it left; Rebuild publishes until a publish admits fewer.
 //   - Never put the fence in a HAVING without GROUP BY: on the previous
 //     query analyzer (enable_analyzer = 0) such a HAVING is ignored and the
 //     aggregate row is returned anyway (measured on chDB 26.5), which would
@@ -114,14 +123,24 @@
 //     newest rows (an in-memory table keeps each insert as a block that
 //     every read walks); the watermark, which holds the memberships, stays
 //     MergeTree (durable: pinned snapshots).
-//   - The publish window: a publish (and Pending) reads only inventory rows
-//     stamped after the last publish minus 30 s, against the memberships
-//     of snapshots published after it minus 60 s, so its cost follows
+//   - The admitted set: a publish (and Pending) reads only inventory rows
+//     whose block number (_block_number, persisted by
+//     enable_block_number_column so merges keep it) is above the
+//     high-water the latest snapshot recorded, against the memberships of
+//     the snapshots that recorded that high-water, so its cost follows
 //     recent packs, not the history (a full anti-join measured 6.5 ms at
-//     5,000 packs, 27 ms at 50,000, 181 ms at 200,000). A full sweep runs
-//     on a handle's first publish and every 5 minutes, so a pack whose
-//     inventory row became visible long after its stamp is late, not lost
-//     (TestStalledIndexerPackIsPublished).
+//     5,000 packs, 27 ms at 50,000, 181 ms at 200,000). The engine
+//     allocates a block number under the parts lock as the part becomes
+//     visible, so one statement's read sees every row up to the highest
+//     block it reads: the recorded high-water is that block (a capped
+//     publish keeps the previous one). Schema version 3 admitted by a
+//     clock window (rows stamped after the last publish minus 30 s) and
+//     claimed through_lsn past a row that became visible later than that
+//     after its stamp; the window survives as the clockWindow test knob
+//     (TestStalledIndexerNegativeControl) and in the legacy publish. The
+//     high-water needs the inventory append-only: a delete that removed
+//     the parts of its newest blocks would let the engine hand those
+//     numbers out again after a restart.
 //   - Rows INSERTs run with max_insert_threads = 2 and optimize_on_insert =
 //     0 (rows equal on the whole sort key are copies of one change).
 //   - A page read is two statements: the page's keys (LIMIT 1 BY, in key

@@ -22,6 +22,10 @@ var (
 	// ErrNoSnapshot is returned for a version that was never published, or
 	// by Latest before the first publish.
 	ErrNoSnapshot = errors.New("no such published snapshot")
+	// ErrRebuiltPast is returned (with ErrNoSnapshot) for a version
+	// published before the catalog was rebuilt: the rebuilt catalog never
+	// reuses it.
+	ErrRebuiltPast = errors.New("snapshot version predates a catalog rebuild")
 	// ErrUnknownTable is returned for a table the catalog has never indexed.
 	ErrUnknownTable = errors.New("table not in catalog")
 	// ErrBadCursor is returned for a page cursor this catalog did not issue.

@@ -13,26 +13,19 @@ func SetNoFence(c *Catalog, off bool) { c.noFence = off }
 func SetBeforeStatements(c *Catalog, f func()) { c.beforeStatements = f }
 
 // SetNoWindow makes every publish and Pending read every pack against every
-// membership (a full sweep), as if the publish window did not exist.
+// membership (a full sweep), as if there were no inventory high-water.
 func SetNoWindow(c *Catalog, on bool) { c.noWindow = on }
 
-// SetNoSweep turns the publish window's periodic full sweep off (the
-// negative control of the stalled-indexer test).
-func SetNoSweep(c *Catalog, on bool) { c.noSweep = on }
-
-// ExpireSweep makes the publish window's full sweep due now, as if
-// sweepEvery had passed since the last one.
-func ExpireSweep(c *Catalog) {
-	c.pubMu.Lock()
-	c.sweptAt = time.Time{}
-	c.pubMu.Unlock()
-}
+// SetClockWindow makes a publish admit by the clock window it had before
+// the inventory high-water (rows stamped after the last publish minus
+// publishSlack; the negative control of the stalled-inventory tests).
+func SetClockWindow(c *Catalog, on bool) { c.clockWindow = on }
 
 // SetNoStaging makes Index read every pack in place, never through a
 // staging file (the baseline of BenchmarkIndexSmallPacks).
 func SetNoStaging(c *Catalog, off bool) { c.noStaging = off }
 
-// SetPublishSlack sets the publish window's slack (benchmarks that publish
+// SetPublishSlack sets the legacy clock window's slack (benchmarks that publish
 // far faster than the one-second production interval scale it down, so the
 // window spans as many publishes as in production).
 func SetPublishSlack(c *Catalog, d time.Duration) { c.slack = d }

@@ -39,9 +39,10 @@ func (c *Catalog) watermarkScalar(version string) string {
 
 // publishWatermarkScalar is watermarkScalar for the publish statement, with
 // a third element: the packs published so far (the sum of new_packs), from
-// which the row records the snapshot's cumulative pack count.
+// which the row records the snapshot's cumulative pack count, and a fourth:
+// the inventory high-water (see unpublished).
 func (c *Catalog) publishWatermarkScalar(version uint64) string {
-	return fmt.Sprintf("(SELECT (countIf(version >= %d), max(through_lsn), sum(new_packs)) FROM %s)", version, ident(c.n.watermark()))
+	return fmt.Sprintf("(SELECT (countIf(version >= %d), max(through_lsn), sum(new_packs), max(inventory_block)) FROM %s)", version, ident(c.n.watermark()))
 }
 
 // fence is the predicate, on the server's clock, that leaseID is the live
@@ -231,7 +232,8 @@ func (c *Catalog) ReleaseLease(ctx context.Context, l Lease) error {
 }
 
 // nextVersion returns the version a publish attempt claims: above every
-// version claimed or published, as last seen (one query when nothing is
+// version claimed or published, as last seen, and above every version
+// published before a rebuild (the version floor; one query when nothing is
 // known yet). A stale guess is harmless: the claim is checked inside the
 // publishing statements (sole claimant, above every published version), and
 // the read-back refreshes what is known.
@@ -240,8 +242,8 @@ func (c *Catalog) nextVersion(ctx context.Context, attempt int) (uint64, error) 
 	top, known := c.pubTop, c.pubKnown
 	c.pubMu.Unlock()
 	if !known {
-		res, err := c.conn.Query(ctx, fmt.Sprintf("SELECT greatest((SELECT ifNull(max(version), 0) FROM %s), (SELECT ifNull(max(version), 0) FROM %s))",
-			ident(c.n.lease()), ident(c.n.watermark())))
+		res, err := c.conn.Query(ctx, fmt.Sprintf("SELECT greatest((SELECT ifNull(max(version), 0) FROM %s), (SELECT ifNull(max(version), 0) FROM %s), (SELECT ifNull(max(version), 0) FROM %s))",
+			ident(c.n.lease()), ident(c.n.watermark()), ident(c.n.versionFloor())))
 		if err != nil {
 			return 0, fmt.Errorf("reading the highest catalog version: %w", err)
 		}
@@ -272,12 +274,14 @@ type PublishResult struct {
 // aggregated into the one watermark row (groupUniqArray), so a publish after a
 // rebuild of a very large store is cut into several. A publish that hits
 // the cap does not advance through_lsn (packs at or below the frontier may
-// be among those left for the next publish) and makes the next publish a
-// full sweep. A variable so a test can lower it.
+// be among those left for the next publish) nor the inventory high-water,
+// so the next publish reads the packs it left. A variable so a test can
+// lower it.
 var publishCap = 1_000_000
 
 // Publish publishes the next snapshot: every indexed pack not yet a member
-// (within the publish window, see unpublished; at most publishCap), and
+// (every inventory row its statement sees, see unpublished; at most
+// publishCap), and
 // through_lsn (never below the previous snapshot's). Each attempt is three
 // statements:
 //
@@ -320,7 +324,7 @@ func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, throu
 			c.beforeStatements()
 		}
 		pid := uuid.NewString()
-		unpublished, full := c.unpublished()
+		window, fresh, full := c.unpublished("w.4")
 		capped := publishCap
 		if c.capAdvances {
 			capped = math.MaxInt // negative control: a capped publish claims the frontier
@@ -330,13 +334,19 @@ func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, throu
 		// this publish's sole claim; its term and expiry, which this row
 		// records: the head is this publish's own renewal) and the
 		// watermark (the version barrier and the highest through_lsn).
-		q := fmt.Sprintf(`INSERT INTO %[1]s (version, publish_id, published_at, through_lsn, new_packs, packs, lease_id, holder, lease_term, lease_expires, members)
+		// The members are the fresh rows of the window (see unpublished);
+		// b is the highest block the window read, fresh or not, so the
+		// high-water the row records (inventory_block) is one below which
+		// every visible row is a member. A capped publish left fresh rows
+		// out: it keeps the previous high-water.
+		q := fmt.Sprintf(`INSERT INTO %[1]s (version, publish_id, published_at, through_lsn, new_packs, packs, lease_id, holder, lease_term, lease_expires, members, inventory_block)
 			WITH %[12]s AS f, %[6]s AS w
-			SELECT %[2]d, %[3]s, %[4]s, greatest(if(length(m) < %[13]d, toUInt64(%[5]d), 0), w.2), length(m), w.3 + length(m), %[7]s, %[8]s, f.2, f.3, m
-			FROM (SELECT groupUniqArray(%[9]d)((store_id, pack_id, destination, table)) AS m FROM %[10]s WHERE %[11]s)
+			SELECT %[2]d, %[3]s, %[4]s, greatest(if(length(m) < %[13]d, toUInt64(%[5]d), 0), w.2), length(m), w.3 + length(m), %[7]s, %[8]s, f.2, f.3, m,
+				if(length(m) < %[9]d, greatest(w.4, b), w.4)
+			FROM (SELECT groupUniqArrayIf(%[9]d)((store_id, pack_id, destination, table), %[15]s) AS m, max(_block_number) AS b FROM %[10]s WHERE %[11]s)
 			WHERE %[14]s`+tiny,
-			wt, v, quote(pid), nowMicros, uint64(through), c.publishWatermarkScalar(v), quote(l.LeaseID), quote(l.Holder), publishCap, pt, unpublished,
-			c.leaseScalar(l.LeaseID, v, cid), capped, c.publishCond())
+			wt, v, quote(pid), nowMicros, uint64(through), c.publishWatermarkScalar(v), quote(l.LeaseID), quote(l.Holder), publishCap, pt, window,
+			c.leaseScalar(l.LeaseID, v, cid), capped, c.publishCond(), fresh)
 		if err := c.conn.Exec(ctx, q); err != nil {
 			return PublishResult{Lease: l}, fmt.Errorf("publishing version %d: %w", v, err)
 		}
@@ -446,12 +456,15 @@ func (c *Catalog) readLease(ctx context.Context, v uint64) (head []Lease, now ti
 	return head, now, nil
 }
 
-// Pending counts indexed packs that no published snapshot holds yet,
-// within the same window a publish reads (see unpublished): every pack when
-// a sweep is due.
+// Pending counts indexed packs that no published snapshot holds yet: the
+// packs a publish now would admit (see unpublished).
 func (c *Catalog) Pending(ctx context.Context) (uint64, error) {
-	unpublished, _ := c.unpublished()
-	q := fmt.Sprintf("SELECT count(DISTINCT store_id, pack_id) FROM %s WHERE %s", ident(c.n.packs()), unpublished) + tiny
+	window, fresh, _ := c.unpublished("hw")
+	with := "WITH " + c.inventoryHW() + " AS hw "
+	if c.legacyPublish {
+		with = "" // the version 2 watermark records no high-water
+	}
+	q := fmt.Sprintf("%sSELECT count(DISTINCT store_id, pack_id) FROM %s WHERE %s AND %s", with, ident(c.n.packs()), window, fresh) + tiny
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("counting unpublished packs: %w", err)
@@ -459,56 +472,75 @@ func (c *Catalog) Pending(ctx context.Context) (uint64, error) {
 	return asUint(res.Rows[0][0]), nil
 }
 
-// Publish window. A publish admits the inventory rows indexed (server
-// clock) at or after the last known publish minus publishSlack, and checks
-// them against the memberships of snapshots published at or after that
-// publish minus twice the slack, so its cost follows recent packs rather
-// than the whole history. A pack whose inventory row became visible more
-// than publishSlack after its indexed_at stamp (a stalled insert, a server
-// clock stepped back) falls outside the window: a full sweep, which reads
-// every pack against every membership, runs on a catalog handle's first
-// publish and then at least every sweepEvery, so such a pack is late, never
-// lost.
-const (
-	publishSlack = 30 * time.Second
-	sweepEvery   = 5 * time.Minute
-)
+// The admitted set. A publish admits every inventory row that is visible
+// to its statement and no published snapshot holds yet; otherwise the
+// through_lsn it claims (proven by the frontier: every pack holding a change
+// at or below it has a committed inventory row) could pass a pack it left
+// out. To do that without reading the whole history, it admits by the
+// inventory's block number (_block_number, the persisted number of the
+// insert that wrote the row): the engine allocates it under the table's
+// parts lock at the moment the insert's part becomes visible, so block
+// order is visibility order and a statement's read sees every row up to
+// the highest block it sees. The watermark row records that high-water
+// (inventory_block): every inventory row at or below it is a member of that
+// snapshot or an earlier one. The next publish reads only rows above it and
+// checks them against the memberships of the snapshots that recorded the
+// current high-water (a row above it can be a member only of those: capped
+// publishes, which keep the high-water). No clock is involved, so a stalled
+// insert or a server clock stepped back delays nothing
+// (TestStalledIndexerPackIsPublished, both cases).
+// The high-water relies on the inventory being append-only (no delete may
+// remove the parts holding its newest blocks, which would let the engine
+// hand out those numbers again after a restart).
+//
+// The clock window it replaces (an unexported test knob, clockWindow: the
+// negative control) admitted rows stamped after the last publish minus
+// publishSlack: a row that became visible more than publishSlack after its
+// stamp fell outside it while the publish claimed the frontier.
+const publishSlack = 30 * time.Second
 
-// unpublished returns the predicate, over the inventory, of packs no
-// published snapshot holds, and whether it is the full sweep.
-func (c *Catalog) unpublished() (string, bool) {
+// inventoryHW is the inventory high-water of the latest published snapshot
+// as a scalar over the watermark (the publish statement reads it from its
+// watermark scalar instead).
+func (c *Catalog) inventoryHW() string {
+	return "(SELECT max(inventory_block) FROM " + ident(c.n.watermark()) + ")"
+}
+
+// unpublished returns the predicates, over the inventory, of packs no
+// published snapshot holds (hw: the SQL of the latest high-water): window
+// bounds the rows read, fresh checks them against the memberships; full
+// reports a full sweep (every pack against every membership).
+func (c *Catalog) unpublished(hw string) (window, fresh string, full bool) {
 	mt, wt := ident(c.n.manifest()), ident(c.n.watermark())
 	c.pubMu.Lock()
-	last, swept := c.lastPubAt, c.sweptAt
+	last := c.lastPubAt
 	c.pubMu.Unlock()
-	due := swept.IsZero() || time.Since(swept) >= sweepEvery
-	full := c.noWindow || last == 0 || (due && !c.noSweep)
+	clock := c.clockWindow || c.legacyPublish
+	full = c.noWindow || (clock && last == 0)
 	slack := publishSlack.Microseconds()
 	if c.slack > 0 {
 		slack = c.slack.Microseconds()
 	}
 	if c.legacyPublish {
-		return legacyUnpublished(mt, wt, full, last, slack), full
+		return "1", legacyUnpublished(mt, wt, full, last, slack), full
 	}
 	// Members are read straight from the watermark rows that hold them
 	// (the manifest view is the same ARRAY JOIN).
-	if full {
-		return fmt.Sprintf("(store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m)", wt), true
+	switch {
+	case full:
+		return "1", fmt.Sprintf("(store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m)", wt), true
+	case clock:
+		return fmt.Sprintf("indexed_at >= %d", last-slack),
+			fmt.Sprintf("(store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m WHERE published_at >= %d)", wt, last-2*slack), false
 	}
-	return fmt.Sprintf("indexed_at >= %d AND (store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m WHERE published_at >= %d)",
-		last-slack, wt, last-2*slack), false
+	return "_block_number > " + hw,
+		fmt.Sprintf("(store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m WHERE inventory_block >= %s)", wt, hw), false
 }
 
 // publishedAt records a successful publish: its server-clock time anchors the
-// next window, and a full sweep restarts the sweep interval.
-func (c *Catalog) publishedAt(s Snapshot, full bool) {
+// clock window of the legacy publish and of the clockWindow knob.
+func (c *Catalog) publishedAt(s Snapshot, _ bool) {
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
 	c.lastPubAt = s.PublishedAt.UnixMicro() // follows the server clock, even back
-	switch {
-	case s.NewPacks >= uint64(publishCap):
-		c.sweptAt = time.Time{} // capped: packs were left, sweep next time
-	case full:
-		c.sweptAt = time.Now()
-	}
 }

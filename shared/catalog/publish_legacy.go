@@ -68,7 +68,7 @@ func (c *Catalog) publishLegacy(ctx context.Context, l Lease, ttl time.Duration,
 		}
 		pid := uuid.NewString()
 		fence := c.fence(l.LeaseID, u64(v), cid)
-		unpublished, full := c.unpublished()
+		_, unpublished, full := c.unpublished("")
 		q := fmt.Sprintf(`INSERT INTO %s (version, publish_id, store_id, pack_id, destination, table)
 			SELECT %d, %s, store_id, pack_id, any(destination), any(table) FROM %s
 			WHERE %s

@@ -205,60 +205,86 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 }
 
-// stalled runs the stalled-indexer scenario: after a first publish, pack
-// s2's inventory row is stamped ten minutes before it became visible (an
-// insert that stalled, or a server clock stepped back), so it falls outside
-// the publish window. It reports whether s2 was published once the full
-// sweep was due, and checks that the window alone left it out.
-func stalled(t *testing.T, conn catalog.Conn, sweep bool) bool {
+// stalled runs the stalled-inventory scenario: after a first publish, packs
+// s2 (a change at LSN 102) and s3 (LSN 103) are indexed, and their
+// inventory rows are stamped ten minutes before the moment they became
+// visible. With step false only s2's is (an insert that stalled between
+// its stamp and its commit); with step true both are (the server clock
+// stepped back ten minutes after the first publish). The frontier then
+// proves 103 (both rows are committed) and a publish claims it. It returns
+// the snapshot and whether key 2 reads at it; with clock the publish admits
+// by the clock window it had before the inventory high-water.
+func stalled(t *testing.T, conn catalog.Conn, step, clock bool) (catalog.Snapshot, bool) {
 	ctx := t.Context()
 	c := newCatalog(t, conn)
-	catalog.SetNoSweep(c, !sweep)
+	catalog.SetClockWindow(c, clock)
 	store := openStore(t, "s1")
 	pack := func(id string, key int64) packstore.PackMeta {
 		return catalogtest.Write(t, store, catalogtest.Items, "shop1", id, []catalogtest.Row{catalogtest.Ins(uint64(100+key), 1, item(key, "shop1", nil))})
 	}
 	var l catalog.Lease
 	index(t, c, store, pack("s1", 1))
-	publish(t, c, &l, 0) // the first publish of a handle is a full sweep
+	publish(t, c, &l, 101)
 	index(t, c, store, pack("s2", 2))
-	if err := conn.Exec(ctx, "ALTER TABLE sluice_packs UPDATE indexed_at = indexed_at - 600000000 WHERE pack_id = 's2' SETTINGS mutations_sync = 2"); err != nil {
-		t.Fatal(err)
-	}
 	index(t, c, store, pack("s3", 3))
-	if s := publish(t, c, &l, 0); s.NewPacks != 1 {
-		t.Fatalf("windowed publish admitted %d packs, want 1 (s3; s2 is outside the window)", s.NewPacks)
+	backdated := "pack_id = 's2'"
+	if step {
+		backdated = "pack_id IN ('s2', 's3')"
 	}
-	catalog.ExpireSweep(c) // as if the sweep interval had passed
+	// The merge folds the three rows into one part: the block numbers the
+	// publish admits by must survive it.
+	for _, q := range []string{
+		"ALTER TABLE sluice_packs UPDATE indexed_at = indexed_at - 600000000 WHERE " + backdated + " SETTINGS mutations_sync = 2",
+		"OPTIMIZE TABLE sluice_packs FINAL",
+	} {
+		if err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	n, err := c.Pending(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := publish(t, c, &l, 0)
+	s := publish(t, c, &l, 103)
+	if !clock && (n != 2 || s.NewPacks != 2) {
+		t.Errorf("pending %d and new packs %d before and at the publish of s2 and s3, want 2 and 2", n, s.NewPacks)
+	}
 	ids := map[int64]bool{}
 	for _, r := range readAll(t, c, "shop1", catalogtest.Items.Name, s.Version, 100, false) {
 		ids[int64(r["id"].(float64))] = true
 	}
-	if ids[2] && (n != 1 || s.NewPacks != 1) {
-		t.Errorf("s2 published with pending %d and new packs %d, want 1 and 1", n, s.NewPacks)
-	}
-	return ids[2]
+	return s, ids[2]
 }
 
+// TestStalledIndexerPackIsPublished: a publish never claims a through_lsn
+// its members do not prove complete. The frontier proved 103, so pack s2
+// (LSN 102) has a committed inventory row; a snapshot that claims 102 or
+// more must hold it, however old its stamp.
 func TestStalledIndexerPackIsPublished(t *testing.T) {
-	for _, be := range chtest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			if !stalled(t, be.Conn, true) {
-				t.Errorf("a pack outside the publish window was not published by the full sweep")
-			}
-		})
+	for _, step := range []bool{false, true} {
+		for _, be := range chtest.Backends(t) {
+			t.Run(fmt.Sprintf("clockStepBack=%v/%s", step, be.Name), func(t *testing.T) {
+				s, has := stalled(t, be.Conn, step, false)
+				if s.ThroughLSN >= 102 && !has {
+					t.Errorf("version %d claims through_lsn %s but the change at 0/66 (pack s2) is missing from it", s.Version, s.ThroughLSN)
+				}
+				if s.ThroughLSN != 103 || !has {
+					t.Errorf("version %d: through_lsn %s, key 2 read %v; want 0/67 with key 2", s.Version, s.ThroughLSN, has)
+				}
+			})
+		}
 	}
 }
 
-// TestStalledIndexerNegativeControl turns the full sweep off: the pack
-// outside the window is then never published (the test above would fail).
+// TestStalledIndexerNegativeControl admits by the clock window instead of
+// the inventory high-water: the publish then claims 103 without s2 (the
+// test above would fail).
 func TestStalledIndexerNegativeControl(t *testing.T) {
-	if stalled(t, chtest.Conn(t), false) {
-		t.Fatalf("without the sweep the stalled pack was published anyway: the test would not catch a missing sweep")
+	for _, step := range []bool{false, true} {
+		s, has := stalled(t, chtest.Conn(t), step, true)
+		if has || s.ThroughLSN < 102 {
+			t.Fatalf("clock step back %v: with the clock window the publish claimed %s with key 2 read %v: the test would not catch a claim past a pack left out", step, s.ThroughLSN, has)
+		}
+		t.Logf("negative control (clock step back %v): version %d claims %s without the pack at 0/66", step, s.Version, s.ThroughLSN)
 	}
 }

@@ -59,7 +59,7 @@ func (c *Catalog) Snapshot(ctx context.Context, version uint64) (Snapshot, error
 		return Snapshot{}, fmt.Errorf("reading snapshot %d: %w", version, err)
 	}
 	if len(res.Rows) == 0 {
-		return Snapshot{}, fmt.Errorf("%w: version %d", ErrNoSnapshot, version)
+		return Snapshot{}, c.missingVersion(ctx, version)
 	}
 	return snapshotFromRow(res.Rows[0]), nil
 }
@@ -255,7 +255,7 @@ func (c *Catalog) resolveVersion(ctx context.Context, version uint64) (uint64, e
 		return 0, fmt.Errorf("reading snapshot %d: %w", version, err)
 	}
 	if len(res.Rows) == 0 || asUint(res.Rows[0][0]) == 0 {
-		return 0, fmt.Errorf("%w: version %d", ErrNoSnapshot, version)
+		return 0, c.missingVersion(ctx, version)
 	}
 	c.published(version)
 	return version, nil

@@ -20,10 +20,14 @@ import (
 
 // SchemaVersion is the catalog schema this build creates and reads. A
 // catalog stamped with any other version is refused, never migrated.
-// Version 3 keeps a snapshot's membership in its watermark row (an array),
-// so a publish is one INSERT; the manifest is a view over it. Version 2 had
-// a manifest table written by its own statement.
-const SchemaVersion = 3
+// Version 4 persists the inventory's block numbers and records in each
+// watermark row the inventory high-water its publish proved (a publish
+// admits by block, not by clock) and keeps the highest version ever
+// published in a table a rebuild does not drop. Version 3 keeps a
+// snapshot's membership in its watermark row (an array), so a publish is
+// one INSERT; the manifest is a view over it. Version 2 had a manifest
+// table written by its own statement.
+const SchemaVersion = 4
 
 // Options configure a Catalog.
 type Options struct {
@@ -63,15 +67,15 @@ type Catalog struct {
 	pubKnown bool
 	pubTop   uint64
 	versions map[uint64]bool // published versions seen by reads
-	// The publish window (publish.go): the server-clock time of the last
-	// publish this handle made (microseconds, 0 = none yet), and when its
-	// last full sweep ran. Test knobs: noWindow makes every publish a sweep;
-	// noSweep turns the periodic sweep off (negative control).
-	lastPubAt int64
-	sweptAt   time.Time
-	noWindow  bool
-	noSweep   bool
-	slack     time.Duration // overrides publishSlack when > 0 (benchmarks)
+	// The clock window of the legacy publish and of the clockWindow test
+	// knob (publish.go): the server-clock time of the last publish this
+	// handle made (microseconds, 0 = none yet). Test knobs: noWindow makes
+	// every publish a full sweep; clockWindow admits by the clock window
+	// instead of the inventory high-water (negative control).
+	lastPubAt   int64
+	noWindow    bool
+	clockWindow bool
+	slack       time.Duration // overrides publishSlack when > 0 (benchmarks)
 	// memberCache holds membership predicates of published versions (see
 	// members); bounded, cleared when full.
 	memberCache map[memberKey]string
@@ -192,7 +196,9 @@ type object struct {
 }
 
 func (c *Catalog) objects(ctx context.Context) (map[string]object, error) {
-	res, err := c.conn.Query(ctx, "SELECT name, engine, ifNull(total_rows, 0) FROM system.tables WHERE database = currentDatabase() AND startsWith(name, "+quote(c.n.prefix+"_")+")")
+	// The version floor is not an object of the schema: it outlives every
+	// drop and rebuild (rebuild.go), so the checks and Drop never see it.
+	res, err := c.conn.Query(ctx, "SELECT name, engine, ifNull(total_rows, 0) FROM system.tables WHERE database = currentDatabase() AND startsWith(name, "+quote(c.n.prefix+"_")+") AND name != "+quote(c.n.versionFloor()))
 	if err != nil {
 		return nil, fmt.Errorf("listing catalog objects: %w", err)
 	}
@@ -207,7 +213,7 @@ func (c *Catalog) objects(ctx context.Context) (map[string]object, error) {
 func (c *Catalog) rebuildHint() string {
 	return fmt.Sprintf("The catalog is a projection of the pack store and is never migrated in place. "+
 		"Rebuild it: stop every indexer and publisher, then run `sluice catalog rebuild` "+
-		"(it drops every %s_* object and re-indexes every pack from the pack store), "+
+		"(it drops every %s_* object but the version floor, which keeps versions from repeating, and re-indexes every pack from the pack store), "+
 		"or drop every table and view named %s_* yourself and start the indexer, whose reconciler re-indexes the pack store; "+
 		"then restart the publisher.", c.n.prefix, c.n.prefix)
 }
@@ -337,18 +343,22 @@ func (c *Catalog) create(ctx context.Context) error {
 			store_id String, pack_id String, destination String, table String, path String, fingerprint String,
 			first_lsn UInt64, first_seq UInt64, last_lsn UInt64, last_seq UInt64,
 			rows Int64, tombstones Int64, bytes Int64, indexed_at Int64, trace String DEFAULT '')
-			ENGINE = ReplacingMergeTree ORDER BY (store_id, pack_id)`,
+			ENGINE = ReplacingMergeTree ORDER BY (store_id, pack_id) SETTINGS enable_block_number_column = 1`,
 		// One row per published snapshot, its membership (the packs it
 		// admitted) in the same row: a publish is one INSERT of one row,
 		// one part, so membership and watermark are written together or not
 		// at all. The manifest is a view of those rows. lease_term and
 		// lease_expires record the lease head the publish's fence passed on
 		// (its own renewal), so a publish reads back the lease it left from
-		// this row alone; packs is the snapshot's cumulative pack count.
+		// this row alone; packs is the snapshot's cumulative pack count;
+		// inventory_block is the inventory high-water: every inventory row
+		// at or below that block is a member of this snapshot or an earlier
+		// one (publish.go, unpublished). The inventory persists its block
+		// numbers (enable_block_number_column) so that merges keep them.
 		"CREATE TABLE IF NOT EXISTS " + ident(n.watermark()) + ` (
 			version UInt64, publish_id String, published_at Int64, through_lsn UInt64, new_packs UInt64, packs UInt64,
 			lease_id String, holder String, lease_term UInt64, lease_expires Int64,
-			members Array(Tuple(String, String, String, String)))
+			members Array(Tuple(String, String, String, String)), inventory_block UInt64 DEFAULT 0)
 			ENGINE = MergeTree ORDER BY (version, publish_id)`,
 		"CREATE OR REPLACE VIEW " + ident(n.manifest()) + " AS " + c.manifestSQL(),
 		// The lease table also holds the version claims (a publish's renewal
@@ -364,6 +374,7 @@ func (c *Catalog) create(ctx context.Context) error {
 			version UInt64 DEFAULT 0, claim_id String DEFAULT '')
 			ENGINE = Memory SETTINGS max_rows_to_keep = ` + strconv.Itoa(leaseRowsKept),
 		"CREATE OR REPLACE VIEW " + ident(n.snapshots()) + " AS " + c.snapshotsSQL(),
+		versionFloorDDL(n),
 	}
 	if c.legacyPublish {
 		ddl = legacyDDL(n, ddl)
@@ -434,7 +445,7 @@ func (c *Catalog) Drop(ctx context.Context) error {
 	c.mu.Unlock()
 	c.pubMu.Lock()
 	c.pubKnown, c.pubTop, c.versions, c.memberCache = false, 0, nil, nil
-	c.lastPubAt, c.sweptAt = 0, time.Time{}
+	c.lastPubAt = 0
 	c.pubMu.Unlock()
 	return nil
 }

@@ -28,11 +28,13 @@ func TestSchemaRefusals(t *testing.T) {
 		damage []string // statements run on a populated catalog
 		want   string   // in the refusal
 	}{
-		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [3 99]"},
-		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (4, 0)"}, "stamped with schema version [4]"},
-		// Version 2 kept the membership in a manifest table written by its
-		// own statement; version 1 also kept the lease and the version
-		// claims in MergeTree tables.
+		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [4 99]"},
+		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (5, 0)"}, "stamped with schema version [5]"},
+		// Version 3 admitted packs to a publish by a clock window (no
+		// inventory block numbers); version 2 kept the membership in a
+		// manifest table written by its own statement; version 1 also kept
+		// the lease and the version claims in MergeTree tables.
+		{"version 3 stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (3, 0)"}, "stamped with schema version [3]"},
 		{"previous stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (2, 0)"}, "stamped with schema version [2]"},
 		{"older stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (1, 0)"}, "stamped with schema version [1]"},
 		{"unstamped but not empty", []string{"TRUNCATE TABLE sluice_schema_version"}, "carries no schema stamp"},

@@ -34,6 +34,11 @@ func (n names) watermark() string { return n.prefix + "_watermark" }
 func (n names) lease() string     { return n.prefix + "_publisher_lease" }
 func (n names) snapshots() string { return n.prefix + "_snapshots" }
 
+// versionFloor holds the highest version a catalog of this prefix ever
+// published, recorded by Rebuild before it drops anything; no drop removes
+// it, so versions never repeat across rebuilds (rebuild.go).
+func (n names) versionFloor() string { return n.prefix + "_version_floor" }
+
 // rows is the rows table of a captured table (schema.table).
 func (n names) rows(table string) string { return n.prefix + "_rows." + table }
 

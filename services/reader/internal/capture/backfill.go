@@ -305,6 +305,7 @@ func haltBackfill(ctx context.Context, table string, at proto.LSN, o *Options, c
 		return fmt.Errorf("recording halt of %s: %w", table, err)
 	}
 	o.Metrics.Halted.WithLabelValues(table, "bad_value").Set(1)
+	o.State.SetHaltedAt(table, at)
 	o.State.SetHalted(table, cause.Error())
 	return nil
 }

@@ -25,13 +25,14 @@ type State struct {
 	server    proto.LSN
 	rows      map[string]int64
 	halted    map[string]string
+	haltedAt  map[string]proto.LSN
 	backfill  map[string]Progress
 	lastErr   string
 }
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, backfill: map[string]Progress{}}
+	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}}
 }
 
 // StateSnapshot is a copy of the state.
@@ -41,6 +42,7 @@ type StateSnapshot struct {
 	Server    proto.LSN
 	Rows      map[string]int64
 	Halted    map[string]string
+	HaltedAt  map[string]proto.LSN // a halted table's first change not carried, where known
 	Backfill  map[string]Progress
 	LastError string
 }
@@ -50,7 +52,7 @@ func (s *State) Snapshot() StateSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StateSnapshot{Phase: s.phase, Confirmed: s.confirmed, Server: s.server, Rows: maps.Clone(s.rows),
-		Halted: maps.Clone(s.halted), Backfill: maps.Clone(s.backfill), LastError: s.lastErr}
+		Halted: maps.Clone(s.halted), HaltedAt: maps.Clone(s.haltedAt), Backfill: maps.Clone(s.backfill), LastError: s.lastErr}
 }
 
 // SetPhase records the reader's phase (standby, backfilling, streaming, ...).
@@ -85,6 +87,15 @@ func (s *State) addRows(table string, n int) { s.mu.Lock(); s.rows[table] += int
 
 // SetHalted records a halted table.
 func (s *State) SetHalted(table, reason string) { s.mu.Lock(); s.halted[table] = reason; s.mu.Unlock() }
+
+// SetHaltedAt records the commit LSN of a halted table's first change that
+// is not carried (every change of it at or after that position is in no
+// snapshot); `sluice wait` compares it with the LSN it waits for.
+func (s *State) SetHaltedAt(table string, at proto.LSN) {
+	s.mu.Lock()
+	s.haltedAt[table] = at
+	s.mu.Unlock()
+}
 
 // Halted returns the halt reason of table, or "".
 func (s *State) Halted(table string) string {

@@ -561,7 +561,13 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 func (s *session) halt(ctx context.Context, t *tableState, reason string, cause error) error {
 	name := t.info.Name
 	s.o.Log.Error("table halted: its changes are no longer published; resync it", "table", name, "reason", reason, "error", cause)
-	if err := s.o.Halt(ctx, name, cause.Error(), proto.LSN(s.txLSN)); err != nil {
+	// The first change not carried: the halting one, or the oldest of the
+	// table's batch, which is dropped with it.
+	at := proto.LSN(s.txLSN)
+	if t.b != nil && t.b.Rows() > 0 {
+		at = min(at, t.b.First().LSN)
+	}
+	if err := s.o.Halt(ctx, name, cause.Error(), at); err != nil {
 		return fmt.Errorf("recording halt of %s: %w", name, err)
 	}
 	t.halted = true
@@ -572,6 +578,7 @@ func (s *session) halt(ctx context.Context, t *tableState, reason string, cause 
 		t.b = nil
 	}
 	s.o.Metrics.Halted.WithLabelValues(name, reason).Set(1)
+	s.o.State.SetHaltedAt(name, at)
 	s.o.State.SetHalted(name, cause.Error())
 	return nil
 }

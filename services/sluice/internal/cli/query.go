@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -85,7 +86,12 @@ func newWaitCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait --through-lsn LSN",
 		Short: "Block until the latest published snapshot includes every change at or below LSN",
-		Args:  cobra.NoArgs,
+		Long: `Block until the latest published snapshot includes every change at or below LSN
+for every destination, then exit 0. Exit 1 on timeout; exit 2, with the reason on
+stderr, when a halted table or destination holds a change at or below LSN (a halt
+whose first held change is at an unknown position counts as holding one), so that
+no snapshot will include it until an operator acts.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			target, err := proto.ParseLSN(through)
 			if err != nil {
@@ -99,25 +105,41 @@ func newWaitCmd(g *globalFlags) *cobra.Command {
 			defer cancel()
 			last := ""
 			for {
+				// The snapshot first, then the halts: a halt is recorded
+				// before the reader streams past it, so a snapshot through
+				// a halted change is never read with the halt still unseen.
 				var s api.Snapshot
 				err := c.get(ctx, "/api/v1/snapshots/latest", nil, &s)
 				var ae *apiError
+				done := false
 				switch {
 				case err == nil:
 					got, perr := proto.ParseLSN(s.ThroughLSN)
-					if perr == nil && got >= target {
-						fmt.Fprintf(os.Stderr, "snapshot %d includes everything through %s (through_lsn %s)\n", s.Version, target, s.ThroughLSN)
-						for _, w := range attention(ctx, c) {
-							fmt.Fprintln(os.Stderr, "warning: "+w)
-						}
-						return nil
-					}
+					done = perr == nil && got >= target
 					last = fmt.Sprintf("latest snapshot %d is through %s", s.Version, s.ThroughLSN)
 				case errors.As(err, &ae) && ae.Status == 404:
 					last = "no snapshot published yet"
 				case ctx.Err() != nil:
 				default:
 					last = err.Error()
+				}
+				if ctx.Err() == nil {
+					held, herr := heldAtOrBelow(ctx, c, target)
+					switch {
+					case herr != nil && ctx.Err() == nil:
+						// Whether a halt holds a change is unknown: never
+						// say yes on that.
+						done, last = false, herr.Error()
+					case len(held) > 0:
+						return &exitError{2, fmt.Errorf("no snapshot will include every change through %s until an operator acts:\n  %s", target, strings.Join(held, "\n  "))}
+					}
+				}
+				if done {
+					fmt.Fprintf(os.Stderr, "snapshot %d includes everything through %s (through_lsn %s)\n", s.Version, target, s.ThroughLSN)
+					for _, w := range attention(ctx, c) {
+						fmt.Fprintln(os.Stderr, "warning: "+w)
+					}
+					return nil
 				}
 				select {
 				case <-ctx.Done():
@@ -386,6 +408,59 @@ func printStatus(w io.Writer, raw []byte) error {
 // status of the process at --server shows it: halted tables (their changes
 // after the halt are in no snapshot), halted destinations, dead letters.
 // Errors reading the status leave the list empty: the wait itself succeeded.
+// heldAtOrBelow returns, one line each, the halted tables and destinations
+// that hold a change at or below target, so that no snapshot will include
+// it until an operator acts: a table halted at or below target (the
+// reader's halted_at_lsn: its first change not carried), or halted at an
+// unknown position (counted as holding one: a dropped table); a halted
+// destination whose cursor is below target (its changes after the cursor
+// are not flushed; whether one is at or below target is unknown, so it
+// counts as holding one).
+func heldAtOrBelow(ctx context.Context, c *client, target proto.LSN) ([]string, error) {
+	var st struct {
+		Services struct {
+			Reader struct {
+				Halted   map[string]string `json:"halted_tables"`
+				HaltedAt map[string]string `json:"halted_at_lsn"`
+			} `json:"reader"`
+			Flusher struct {
+				Destinations []struct {
+					Destination string `json:"destination"`
+					State       string `json:"state"`
+					Cursor      string `json:"cursor"`
+					LastError   string `json:"last_error"`
+				} `json:"destinations"`
+			} `json:"flusher"`
+		} `json:"services"`
+	}
+	if err := c.get(ctx, "/api/v1/status", nil, &st); err != nil {
+		return nil, fmt.Errorf("reading the halted tables and destinations: %w", err)
+	}
+	var out []string
+	r := st.Services.Reader
+	for _, t := range slices.Sorted(maps.Keys(r.Halted)) {
+		at, err := proto.ParseLSN(r.HaltedAt[t])
+		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("table %s is halted at an unknown position, so it may hold a change at or below %s: %s", t, target, r.Halted[t]))
+		case at <= target:
+			out = append(out, fmt.Sprintf("table %s is halted: its changes from %s on are in no snapshot: %s", t, at, r.Halted[t]))
+		}
+	}
+	through := proto.Position{LSN: target, Seq: math.MaxUint64}
+	for _, d := range st.Services.Flusher.Destinations {
+		if d.State != "halted" {
+			continue
+		}
+		cur, err := proto.ParsePosition(d.Cursor)
+		if err == nil && cur.Compare(through) >= 0 {
+			continue // everything of it through target is in packs
+		}
+		out = append(out, fmt.Sprintf("destination %s is halted with its cursor at %q, below %s: its later changes are in no snapshot: %s", d.Destination, d.Cursor, target, d.LastError))
+	}
+	return out, nil
+}
+
 func attention(ctx context.Context, c *client) []string {
 	var st struct {
 		Services struct {

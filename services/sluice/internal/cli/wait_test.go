@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// heldAtOrBelow's rules over the status document, for the halts a real
+// pipeline cannot produce on demand in a unit test (a table halted at no
+// known position, a halted destination); the served document stands in
+// for the API. test/lifecycle TestWaitExitsTwoOnHaltedTable runs the real
+// pipeline with a TRUNCATE-halted table.
+func TestHeldAtOrBelow(t *testing.T) {
+	const doc = `{"services":{
+		"reader":{"halted_tables":{"public.a":"TRUNCATE","public.b":"type changed","public.gone":"dropped"},
+			"halted_at_lsn":{"public.a":"0/100","public.b":"0/300"}},
+		"flusher":{"destinations":[
+			{"destination":"d1","state":"halted","cursor":"0/150:2","last_error":"bad pack"},
+			{"destination":"d2","state":"halted","cursor":"0/250:0","last_error":"bad value"},
+			{"destination":"d3","state":"lagging","cursor":"0/10:0"}]}}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/status" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(doc))
+	}))
+	defer srv.Close()
+	c := &client{base: srv.URL, http: srv.Client()}
+	for _, tc := range []struct {
+		target string
+		want   []string // a word of each line, in order
+	}{
+		// public.a is held from 0/100, public.gone at an unknown position,
+		// d1's cursor is below 0/200; d2's is past it.
+		{"0/200", []string{"public.a", "public.gone", "d1"}},
+		// Below every halt: only the unknown position counts.
+		{"0/50", []string{"public.gone"}},
+		// d2's cursor (0/250:0) is below the end of 0/250's transaction.
+		{"0/250", []string{"public.a", "public.gone", "d1", "d2"}},
+		{"0/300", []string{"public.a", "public.b", "public.gone", "d1", "d2"}},
+	} {
+		target, err := proto.ParseLSN(tc.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := heldAtOrBelow(t.Context(), c, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) != len(tc.want) {
+			t.Errorf("target %s: held %q, want lines naming %v", tc.target, held, tc.want)
+			continue
+		}
+		for i, w := range tc.want {
+			if !strings.Contains(held[i], " "+w+" ") {
+				t.Errorf("target %s: line %d is %q, want it to name %s", tc.target, i, held[i], w)
+			}
+		}
+	}
+}
