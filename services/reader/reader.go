@@ -368,6 +368,12 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		Fetch: func(ctx context.Context, table string, xid uint32, keyCols, keyTypes []string, keyVals [][]byte, cols []string) ([][]byte, bool, error) {
 			return fetchColumns(ctx, src, table, xid, keyCols, keyTypes, keyVals, cols, r.metrics.FetchWaits, r.log, r.noFetchWait)
 		},
+		DescribeGenerated: func(ctx context.Context, relid uint32) ([]source.Generated, error) {
+			return source.DescribeGenerated(ctx, src, relid)
+		},
+		Eval: func(ctx context.Context, sql string, args [][]byte) ([][]byte, error) {
+			return evalGenerated(ctx, src, sql, args)
+		},
 		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
 			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)
 		},

@@ -63,11 +63,15 @@ type Options struct {
 	Resolve ColumnResolver
 	Halt    HaltFunc
 	Fetch   FetchFunc
-	Publish PublishFunc
-	Log     *slog.Logger
-	Metrics *Metrics
-	Tracer  trace.Tracer
-	State   *State
+	// DescribeGenerated lists a relation's stored generated columns (on
+	// each Relation message); nil: the table's as described at start.
+	DescribeGenerated func(ctx context.Context, relid uint32) ([]source.Generated, error)
+	Eval              EvalFunc
+	Publish           PublishFunc
+	Log               *slog.Logger
+	Metrics           *Metrics
+	Tracer            trace.Tracer
+	State             *State
 
 	// ScalarMaxForTest breaks the prefix-complete rule and UnchainedForTest
 	// the publish ordering guard (tests' negative controls).
@@ -84,7 +88,7 @@ type tableState struct {
 	b       *batch.Builder
 	halted  bool
 	relCols []pgoutput.Column
-	gen     []string // stored generated columns the stream does not send (read from the source), after relCols in the schema
+	gen     genEval // stored generated columns the stream does not send (evaluated on the change), after relCols in the schema
 }
 
 // session is one replication connection's lifetime.
@@ -505,12 +509,19 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
 		return nil
 	}
+	gens := t.info.Generated
+	if s.o.DescribeGenerated != nil {
+		var err error
+		if gens, err = s.o.DescribeGenerated(ctx, r.ID); err != nil {
+			return fmt.Errorf("describing generated columns of %s: %w", name, err)
+		}
+	}
 	all := r.Columns
-	var gen []string
-	for _, g := range t.info.Generated {
+	var gen []source.Generated
+	for _, g := range gens {
 		if !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Name == g.Name }) {
 			all = append(slices.Clip(all), pgoutput.Column{Name: g.Name, TypeOID: g.TypeOID, TypMod: g.TypMod})
-			gen = append(gen, g.Name)
+			gen = append(gen, g)
 		}
 	}
 	cols := make([]batch.Column, len(all))
@@ -552,7 +563,17 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	if t.schema != nil {
 		s.o.Log.Info("table schema changed", "table", name, "fingerprint", sc.Fingerprint)
 	}
-	t.schema, t.relCols, t.gen = sc, slices.Clone(r.Columns), gen
+	ge, err := newGenEval(sc, gen)
+	if err != nil {
+		return s.halt(ctx, t, "generated", err)
+	}
+	if err := ge.checkComputable(r.Identity == 'f'); err != nil {
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
+		}
+		return s.halt(ctx, t, "generated", fmt.Errorf("%w; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it", err, name))
+	}
+	t.schema, t.relCols, t.gen = sc, slices.Clone(r.Columns), ge
 	t.b = batch.NewBuilder(s.o.Mem, sc, s.o.Append)
 	return nil
 }
@@ -618,10 +639,15 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		r.Kinds = append(r.Kinds, k)
 		r.Values = append(r.Values, v)
 	}
-	if err := s.fillGenerated(ctx, t, r, c); err != nil {
-		return err
+	moved := c.Op == pgoutput.TypeUpdate && c.OldKind != 0 && s.moved(sc, c)
+	if !moved && !t.gen.computable(r) {
+		// Only when a column's storage changed since the start's check.
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
+		}
+		return s.halt(ctx, t, "generated", fmt.Errorf("%s: an update left a TOASTed input of a generated column unchanged and changed another, so its value cannot be computed; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it", t.info.Name, t.info.Name))
 	}
-	if c.Op == pgoutput.TypeUpdate && c.OldKind != 0 && s.moved(sc, c) {
+	if moved {
 		m := &s.moveRow
 		m.Op, m.Pos, m.CommitTime, m.Unchanged = proto.OpMoveOut, pos, s.txTime, nil
 		m.Kinds, m.Values = m.Kinds[:0], m.Values[:0]
@@ -650,38 +676,10 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 			}
 		}
 	}
+	if err := s.fillGenerated(ctx, t, r, c); err != nil {
+		return err
+	}
 	return s.add(ctx, t, r)
-}
-
-// fillGenerated appends the values of the stored generated columns the
-// stream does not send (pgoutput before Postgres 18): read from the source
-// by the row's key for an insert or update (like a moved row's TOAST values:
-// the value read can be newer, and a later change carries it too), NULL in a
-// delete. One read per change of such a table.
-func (s *session) fillGenerated(ctx context.Context, t *tableState, r *batch.Row, c *pgoutput.Change) error {
-	if len(t.gen) == 0 {
-		return nil
-	}
-	var vals [][]byte
-	found := false
-	if c.Op != pgoutput.TypeDelete && s.o.Fetch != nil {
-		keyCols, keyTypes, keyVals, ok := s.newKey(t, c)
-		if ok {
-			var err error
-			vals, found, err = s.o.Fetch(ctx, t.info.Name, s.txXid, keyCols, keyTypes, keyVals, t.gen)
-			if err != nil {
-				return fmt.Errorf("reading generated columns of a %s row: %w", t.info.Name, err)
-			}
-		}
-	}
-	for j := range t.gen {
-		if found && vals[j] != nil {
-			r.Kinds, r.Values = append(r.Kinds, batch.Text), append(r.Values, vals[j])
-		} else {
-			r.Kinds, r.Values = append(r.Kinds, batch.Null), append(r.Values, nil)
-		}
-	}
-	return nil
 }
 
 // newKey is the key of the change's new row (names, types, text values);
