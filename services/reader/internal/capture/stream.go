@@ -57,6 +57,10 @@ type Options struct {
 	StatusInterval time.Duration
 	AckWait        time.Duration
 	MaxInFlight    int
+	// MaxInline is the largest value a row carries inline (and the most
+	// its inline values may add up to) when Claim is set: see pickClaims.
+	MaxInline int
+	Claim     ClaimFunc
 
 	Mem     memory.Allocator
 	Append  batch.AppendFunc
@@ -86,6 +90,7 @@ type tableState struct {
 	info    source.Table
 	schema  *batch.Schema
 	b       *batch.Builder
+	cb      *batch.Builder // the schema WithClaims: a change that carries values by reference
 	halted  bool
 	relCols []pgoutput.Column
 	gen     genEval // stored generated columns the stream does not send (evaluated on the change), after relCols in the schema
@@ -142,9 +147,7 @@ func Stream(ctx context.Context, conn *pgconn.PgConn, start proto.LSN, o *Option
 	}
 	defer func() {
 		for _, t := range s.tables {
-			if t.b != nil {
-				t.b.Release()
-			}
+			t.release()
 		}
 	}()
 	args := []string{"proto_version '1'", "publication_names '" + o.Publication + "'"}
@@ -553,8 +556,7 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		if t.halted {
 			return nil
 		}
-		t.b.Release()
-		t.b = nil
+		t.release()
 	}
 	sc, err := batch.NewSchema(name, cols, t.info.Key, t.info.Routing)
 	if err != nil {
@@ -589,9 +591,8 @@ func (s *session) halt(ctx context.Context, t *tableState, reason string, cause 
 	if t.b != nil {
 		s.groupRows -= t.b.Rows()
 		s.groupBytes -= t.b.Bytes()
-		t.b.Release()
-		t.b = nil
 	}
+	t.release()
 	s.o.Metrics.Halted.WithLabelValues(name, reason).Set(1)
 	s.o.State.SetHalted(name, cause.Error())
 	return nil
@@ -647,8 +648,9 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		}
 		return s.halt(ctx, t, "generated", fmt.Errorf("%s: an update left a TOASTed input of a generated column unchanged and changed another, so its value cannot be computed; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it", t.info.Name, t.info.Name))
 	}
+	var m *batch.Row
 	if moved {
-		m := &s.moveRow
+		m = &s.moveRow
 		m.Op, m.Pos, m.CommitTime, m.Unchanged = proto.OpMoveOut, pos, s.txTime, nil
 		m.Kinds, m.Values = m.Kinds[:0], m.Values[:0]
 		for i := 0; i < n; i++ {
@@ -660,9 +662,6 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 			if c.Old.Kinds[i] == pgoutput.ValueText {
 				m.Kinds[i], m.Values[i] = batch.Text, c.Old.Values[i]
 			}
-		}
-		if err := s.add(ctx, t, m); err != nil {
-			return err
 		}
 		if len(r.Unchanged) > 0 {
 			// The row arrives in a destination (or under a key) that never
@@ -678,6 +677,14 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 	}
 	if err := s.fillGenerated(ctx, t, r, c); err != nil {
 		return err
+	}
+	if pickClaims(s.o, sc, r) {
+		return s.addClaimed(ctx, t, m, r)
+	}
+	if m != nil {
+		if err := s.add(ctx, t, m); err != nil || t.halted {
+			return err
+		}
 	}
 	return s.add(ctx, t, r)
 }
@@ -801,21 +808,21 @@ func (s *session) cut(ctx context.Context, t *tableState, through proto.LSN) err
 		return nil
 	}
 	rows, bytes := t.b.Rows(), t.b.Bytes()
-	first, last := t.b.First(), t.b.Last()
 	rec := t.b.Cut()
+	defer rec.Release()
 	s.groupRows -= rows
 	s.groupBytes -= bytes
-	body, err := arrowcodec.Encode(rec)
-	rec.Release()
-	if err != nil {
-		return fmt.Errorf("encoding batch of %s: %w", t.info.Name, err)
+	return s.publish(ctx, t, t.schema.Fingerprint, rec, through)
+}
+
+// release frees the table's builders.
+func (t *tableState) release() {
+	for _, b := range []**batch.Builder{&t.b, &t.cb} {
+		if *b != nil {
+			(*b).Release()
+			*b = nil
+		}
 	}
-	if s.o.MaxPayload > 0 && len(body) > s.o.MaxPayload {
-		return s.halt(ctx, t, "too_large", fmt.Errorf("%w: %d rows of %s encode to %d bytes (max %d); raise nats.max_payload", ErrTooLarge, rows, t.info.Name, len(body), s.o.MaxPayload))
-	}
-	o := batchOut(t.info.Name, t.schema.Fingerprint, first, last, through, rows, body)
-	o.Span = s.span(o)
-	return s.send(ctx, o)
 }
 
 // batchOut builds a CHANGES data message.
