@@ -145,3 +145,31 @@ func TestBatchSplitByEncodedBytes(t *testing.T) {
 		t.Errorf("%d messages for 40 rows of ~400 KB: not split", len(msgs))
 	}
 }
+
+// The backfill carries values over reader.max_inline_value by reference as
+// the stream does: the row goes alone, after the rows before it, with its
+// object in the pack store.
+func TestBackfillLargeValueByReference(t *testing.T) {
+	e := newEnv(t, "public.blobs")
+	e.cfg.Source.Backfill = true
+	e.exec(`CREATE TABLE blobs (tenant_id text, id int, body text, PRIMARY KEY (tenant_id, id));
+		INSERT INTO blobs VALUES ('t', 1, 'a'), ('t', 2, repeat('b', 3 << 20)), ('t', 3, 'c');`)
+	store, err := packstore.OpenDir(t.TempDir(), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(e.newReader("a", func(r *Reader) { r.deps.Packs = store }))
+	rows := waitRows(t, e, 3)
+	for _, r := range rows {
+		id := r.vals["id"].(int64)
+		if (id == 2) != slices.Equal(r.claims, []string{"body"}) || (id == 2) != (r.vals["body"] == nil) {
+			t.Errorf("row %d: claims %v, body inline %v", id, r.claims, r.vals["body"] != nil)
+		}
+		if id == 2 {
+			_, size := md5File(t, filepath.Join(store.Root(), filepath.FromSlash(proto.ClaimPath("public.blobs", r.pos, "body"))))
+			if size != 3<<20 {
+				t.Errorf("claim object of %d bytes, want %d", size, 3<<20)
+			}
+		}
+	}
+}

@@ -2,16 +2,13 @@ package capture
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/batch"
-	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 )
 
 // ClaimFunc writes a value carried by reference (a claim check) durably at
@@ -127,75 +124,4 @@ func writeClaims(ctx context.Context, o *Options, sc *batch.Schema, r *batch.Row
 		r.Kinds[i], r.Values[i] = batch.Null, nil
 	}
 	return nil
-}
-
-// publish encodes rec and sends it with through, split (encodeParts) so
-// that no message exceeds nats.max_payload: every part but the last carries
-// s.clean (all their rows lie after it). Only a single row over the limit
-// halts the table.
-func (s *session) publish(ctx context.Context, t *tableState, fingerprint string, rec arrow.RecordBatch, through proto.LSN) error {
-	parts, err := encodeParts(rec, s.o.MaxPayload, s.o.Metrics)
-	if errors.Is(err, ErrTooLarge) {
-		return s.halt(ctx, t, "too_large", fmt.Errorf("%s: %w", t.info.Name, err))
-	}
-	if err != nil {
-		return fmt.Errorf("encoding batch of %s: %w", t.info.Name, err)
-	}
-	for i, p := range parts {
-		th := s.clean
-		if i == len(parts)-1 {
-			th = through
-		}
-		o := batchOut(t.info.Name, fingerprint, p.first, p.last, th, p.rows, p.body)
-		o.Span = s.span(o)
-		if err := s.send(ctx, o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// part is one encoded message body of a batch.
-type part struct {
-	body        []byte
-	first, last proto.Position
-	rows        int
-}
-
-// encodeParts encodes rec as one message body or, when that exceeds max
-// (0: no limit), as halves, recursively. The split depends only on the
-// rows, so a replay cuts the same messages (and message ids). A single row
-// over max is ErrTooLarge.
-func encodeParts(rec arrow.RecordBatch, max int, m *Metrics) ([]part, error) {
-	body, err := arrowcodec.Encode(rec)
-	if err != nil {
-		return nil, err
-	}
-	n := rec.NumRows()
-	if max <= 0 || len(body) <= max {
-		return []part{{body: body, first: rowPos(rec, 0), last: rowPos(rec, int(n)-1), rows: int(n)}}, nil
-	}
-	if n < 2 {
-		return nil, fmt.Errorf("%w: a row encodes to %d bytes (max %d); raise nats.max_payload or lower reader.max_inline_value", ErrTooLarge, len(body), max)
-	}
-	m.Splits.Inc()
-	var out []part
-	for _, h := range [][2]int64{{0, n / 2}, {n / 2, n}} {
-		half := rec.NewSlice(h[0], h[1])
-		p, err := encodeParts(half, max, m)
-		half.Release()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p...)
-	}
-	return out, nil
-}
-
-// rowPos is the position of rec's row i (its _sluice_lsn and _sluice_seq).
-func rowPos(rec arrow.RecordBatch, i int) proto.Position {
-	sc := rec.Schema()
-	l := rec.Column(sc.FieldIndices(proto.ColLSN)[0]).(*array.Uint64)
-	q := rec.Column(sc.FieldIndices(proto.ColSeq)[0]).(*array.Uint64)
-	return proto.Position{LSN: proto.LSN(l.Value(i)), Seq: q.Value(i)}
 }
