@@ -1,6 +1,10 @@
 package proto
 
-import "strings"
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
 
 // Reserved system columns. Every batch on CHANGES and ROUTED, and every pack,
 // carries them after the source table's own columns. A source column whose
@@ -18,7 +22,29 @@ const (
 	// []), so the catalog keeps the distinction here. The pack writer adds it
 	// when some array value of the pack is NULL.
 	ColNulls = "_sluice_nulls" // list<utf8>
+	// ColClaims exists only on CHANGES and ROUTED, in a batch that carries
+	// a value by reference (a claim check): it names the columns of the row
+	// whose value is not in the row (NULL there) but in the pack store at
+	// ClaimPath(table, the row's position, column), as the Postgres text form
+	// the stream sent. The reader writes the object (durably) before it
+	// publishes the batch; the router passes the column through; the flusher
+	// puts the values back in before it writes the pack, so packs and the
+	// catalog never see it. Such a batch has the table's schema plus this
+	// last field, so its fingerprint differs from the table's.
+	ColClaims = "_sluice_claims" // list<utf8>
 )
+
+// ClaimsDir is the top directory of claim-check objects in the pack store:
+// it starts with a dot, so it is no destination and a pack listing skips it.
+const ClaimsDir = ".claims"
+
+// ClaimPath is the pack-store path of the value of column in table's row at
+// pos when it is carried by reference: deterministic, so a replayed batch
+// rewrites the same object. The column name is hex-encoded (any name is a
+// valid path segment).
+func ClaimPath(table string, pos Position, column string) string {
+	return fmt.Sprintf("%s/%s/%016x-%d/%s", ClaimsDir, table, uint64(pos.LSN), pos.Seq, hex.EncodeToString([]byte(column)))
+}
 
 // Op codes of ColOp.
 const (

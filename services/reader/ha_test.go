@@ -62,6 +62,7 @@ func TestValidation(t *testing.T) {
 		{"reserved column", `CREATE TABLE t (tenant_id text, id int, _sluice_x int, PRIMARY KEY (tenant_id, id))`, "public.t", "reserved"},
 		{"identity nothing", `CREATE TABLE t (tenant_id text, id int, PRIMARY KEY (tenant_id, id)); ALTER TABLE t REPLICA IDENTITY NOTHING`, "public.t", "REPLICA IDENTITY NOTHING"},
 		{"date routing column", `CREATE TABLE t (tenant_id date, id int, PRIMARY KEY (tenant_id, id))`, "public.t", "routing column tenant_id is date"},
+		{"generated column of a TOASTed and another column", `CREATE TABLE t (tenant_id text, id int, v int, body text, g int GENERATED ALWAYS AS (v + length(body)) STORED, PRIMARY KEY (tenant_id, id))`, "public.t", "generated column g reads body"},
 		{"boolean routing column", `CREATE TABLE t (tenant_id boolean, id int, PRIMARY KEY (tenant_id, id))`, "public.t", "routing column tenant_id is boolean"},
 	}
 	for _, c := range cases {

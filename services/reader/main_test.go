@@ -189,6 +189,7 @@ type row struct {
 	pos       proto.Position
 	vals      map[string]any
 	unchanged []string
+	claims    []string // columns carried by reference
 	schema    string
 	msgID     string
 }
@@ -252,12 +253,17 @@ func decodeRows(t testing.TB, m *jetstream.RawStreamMsg) []row {
 			case proto.ColSeq:
 				r.pos.Seq = col.(*array.Uint64).Value(i)
 			case proto.ColCommitTime:
-			case proto.ColUnchanged:
+			case proto.ColUnchanged, proto.ColClaims:
 				l := col.(*array.List)
 				if l.IsValid(i) {
 					s, e := l.ValueOffsets(i)
 					for j := s; j < e; j++ {
-						r.unchanged = append(r.unchanged, l.ListValues().(*array.String).Value(int(j)))
+						v := l.ListValues().(*array.String).Value(int(j))
+						if f.Name == proto.ColClaims {
+							r.claims = append(r.claims, v)
+						} else {
+							r.unchanged = append(r.unchanged, v)
+						}
 					}
 				}
 			default:

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/packstore"
 	"github.com/sluice-cdc/sluice/shared/pgtypes"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
@@ -45,6 +46,9 @@ type Deps struct {
 	Holder string
 	// Mem is the Arrow allocator (default memory.DefaultAllocator).
 	Mem memory.Allocator
+	// Packs is the pack store that holds values carried by reference
+	// (reader.max_inline_value); nil opens the one the config names.
+	Packs packstore.Store
 }
 
 // Reader is the reader service component.
@@ -362,12 +366,17 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		r.state.SetHalted(t, reason)
 		r.metrics.Halted.WithLabelValues(t, "persisted").Set(1)
 	}
+	claim, err := r.claimFunc(ctx)
+	if err != nil {
+		return err
+	}
 	resolver := pgtypes.NewResolver(src)
 	opts := &capture.Options{
 		Slot: r.cfg.Source.Slot, Publication: r.cfg.Source.Publication, Tables: tables,
 		BatchRows: r.cfg.Reader.BatchRows, BatchBytes: int(r.cfg.Reader.BatchBytes), MaxPayload: int(r.cfg.NATS.MaxPayload),
 		BatchInterval: r.cfg.Reader.BatchInterval, StatusInterval: r.cfg.Reader.StatusInterval,
 		AckWait: r.cfg.Reader.AckWait, MaxInFlight: r.cfg.Reader.MaxInFlight,
+		MaxInline: r.maxInline(), Claim: claim,
 		Mem: r.deps.Mem, Append: pgtypes.AppendText,
 		Resolve: func(ctx context.Context, relid uint32, c pgoutput.Column) (proto.Kind, string, error) {
 			// The type the Relation message names (historic on a replay),
@@ -385,6 +394,12 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		},
 		Fetch: func(ctx context.Context, table string, xid uint32, keyCols, keyTypes []string, keyVals [][]byte, cols []string) ([][]byte, bool, error) {
 			return fetchColumns(ctx, src, table, xid, keyCols, keyTypes, keyVals, cols, r.metrics.FetchWaits, r.log, r.noFetchWait)
+		},
+		DescribeGenerated: func(ctx context.Context, relid uint32) ([]source.Generated, error) {
+			return source.DescribeGenerated(ctx, src, relid)
+		},
+		Eval: func(ctx context.Context, sql string, args [][]byte) ([][]byte, error) {
+			return evalGenerated(ctx, src, sql, args)
 		},
 		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
 			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)
@@ -406,6 +421,32 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		return r.stream(gctx, src, opts)
 	})
 	return g.Wait()
+}
+
+// maxInline is the largest value a row carries inline: reader.max_inline_value,
+// at most a quarter of nats.max_payload.
+func (r *Reader) maxInline() int {
+	return int(min(r.cfg.Reader.MaxInlineValue, r.cfg.NATS.MaxPayload/4))
+}
+
+// claimFunc opens the pack store for values carried by reference (nil when
+// reader.max_inline_value is 0).
+func (r *Reader) claimFunc(ctx context.Context) (capture.ClaimFunc, error) {
+	if r.maxInline() <= 0 {
+		return nil, nil
+	}
+	store := r.deps.Packs
+	if store == nil {
+		var err error
+		if store, err = packstore.OpenConfig(ctx, r.cfg); err != nil {
+			return nil, fmt.Errorf("opening the pack store for values carried by reference: %w", err)
+		}
+	}
+	cs, ok := store.(packstore.ClaimStore)
+	if !ok {
+		return nil, fmt.Errorf("the pack store %T cannot hold values carried by reference: set reader.max_inline_value: 0 (a row over nats.max_payload then halts its table)", store)
+	}
+	return cs.PutClaim, nil
 }
 
 // prepareSlot creates the slot when missing, with a backfill when

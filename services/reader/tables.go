@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -202,4 +203,35 @@ func xidVisible(snap string, xid uint32) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// evalGenerated runs a generated-column statement (source.GeneratedSQL) on
+// one row's text values and returns its text results (nil: NULL).
+func evalGenerated(ctx context.Context, src *pgxpool.Pool, sql string, args [][]byte) ([][]byte, error) {
+	params := make([]any, len(args))
+	for i, a := range args {
+		if a != nil {
+			params[i] = string(a)
+		}
+	}
+	rows, err := src.Query(ctx, sql, params...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("no row")
+	}
+	raw := rows.RawValues()
+	out := make([][]byte, len(raw))
+	for i, v := range raw {
+		if v != nil {
+			out[i] = slices.Clone(v)
+		}
+	}
+	rows.Close()
+	return out, rows.Err()
 }

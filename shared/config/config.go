@@ -148,6 +148,12 @@ type Reader struct {
 	StatusInterval  time.Duration `yaml:"status_interval"`
 	LeaseTTL        time.Duration `yaml:"lease_ttl"`
 	BackfillWorkers int           `yaml:"backfill_workers"`
+	// MaxInlineValue is the largest value a change carries inline; a longer
+	// one travels by reference through the pack store (a claim check,
+	// proto.ColClaims). At most a quarter of nats.max_payload is used; 0
+	// carries every value inline (a row over nats.max_payload halts its
+	// table).
+	MaxInlineValue ByteSize `yaml:"max_inline_value"`
 }
 
 // Router is the routing service.
@@ -241,6 +247,7 @@ func Default() Config {
 			StatusInterval:  time.Second,
 			LeaseTTL:        10 * time.Second,
 			BackfillWorkers: 4,
+			MaxInlineValue:  1 << 20,
 		},
 		Router: Router{Workers: 2, MaxAckPending: 256},
 		Delivery: Delivery{
@@ -522,6 +529,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Delivery.Partitions > 4096 {
 		return bad("delivery.partitions", "%d: at most 4096", c.Delivery.Partitions)
+	}
+	if c.Reader.MaxInlineValue < 0 {
+		return bad("reader.max_inline_value", "must not be negative")
 	}
 	if c.Reader.BatchBytes >= c.NATS.MaxPayload {
 		return bad("reader.batch_bytes", "%d must be below nats.max_payload (%d)", c.Reader.BatchBytes, c.NATS.MaxPayload)

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/natsotel"
 	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/pgtypes"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -219,6 +220,16 @@ func (m *Manager) encodePack(job *flushJob, table, fp string, recs []arrow.Recor
 		return encoded{}, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
 	}
 	defer resolved.Release()
+	if resolve.HasClaims(resolved.Schema()) {
+		// Values carried by reference are put back before the pack is
+		// written: packs never hold a reference (proto.ColClaims).
+		inl, err := m.inlineClaims(job.ctx, resolved)
+		if err != nil {
+			return encoded{}, fmt.Errorf("writing pack for %s/%s: %w", job.d.name, table, err)
+		}
+		defer inl.Release()
+		resolved, fp = inl, arrowcodec.Fingerprint(inl.Schema())
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return encoded{}, fmt.Errorf("making pack id: %w", err)
@@ -232,6 +243,24 @@ func (m *Manager) encodePack(job *flushJob, table, fp string, recs []arrow.Recor
 		return encoded{}, permanentErr{fmt.Errorf("re-reading pack footer: %w", err)}
 	}
 	return encoded{meta: meta, data: data, rows: int64(st.Out)}, nil
+}
+
+// inlineClaims reads the values rec carries by reference from the pack
+// store. A missing object or a malformed reference is permanent; a store
+// error is retried by the flush's failure path.
+func (m *Manager) inlineClaims(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	cs, ok := m.store.(packstore.ClaimStore)
+	if !ok {
+		return nil, permanentErr{fmt.Errorf("batch carries values by reference, which the pack store %T cannot hold", m.store)}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out, err := resolve.InlineClaims(ctx, m.mem, rec, cs.GetClaim, pgtypes.AppendText)
+	if errors.Is(err, resolve.ErrClaim) || errors.Is(err, resolve.ErrSchema) {
+		return nil, permanentErr{err}
+	}
+	return out, err
 }
 
 // putPacks writes packs one by one, each with retries.

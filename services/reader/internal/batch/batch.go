@@ -3,6 +3,7 @@ package batch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,7 @@ type Schema struct {
 	Fingerprint string
 	KeyIdx      []int // indexes of Key in Columns
 	RoutingIdx  int
+	Claims      bool // the Arrow schema ends with proto.ColClaims (WithClaims)
 }
 
 // System column types.
@@ -98,6 +100,18 @@ func NewSchema(table string, cols []Column, key []string, routing string) (*Sche
 	return s, nil
 }
 
+// WithClaims returns s with proto.ColClaims as a last field: the schema of
+// a batch that carries values by reference.
+func (s *Schema) WithClaims() *Schema {
+	c := *s
+	fields := append(slices.Clone(s.Arrow.Fields()), arrow.Field{Name: proto.ColClaims, Type: unchangedType, Nullable: true})
+	md := s.Arrow.Metadata()
+	c.Arrow = arrow.NewSchema(fields, &md)
+	c.Fingerprint = arrowcodec.Fingerprint(c.Arrow)
+	c.Claims = true
+	return &c
+}
+
 // AppendFunc appends a value's Postgres text form to b as kind.
 type AppendFunc func(b array.Builder, kind proto.Kind, text []byte) error
 
@@ -110,6 +124,9 @@ type Row struct {
 	Kinds      []byte
 	Values     [][]byte
 	Unchanged  []string
+	// Claims are the columns whose value is carried by reference (NULL in
+	// Values); only a builder of a WithClaims schema takes them.
+	Claims []string
 }
 
 // Builder accumulates the rows of one table under one schema.
@@ -147,6 +164,9 @@ func (b *Builder) Append(r *Row) error {
 	if len(r.Kinds) != n {
 		return fmt.Errorf("%w: row of %s has %d columns, schema %d", ErrValue, b.Schema.Table, len(r.Kinds), n)
 	}
+	if len(r.Claims) > 0 && !b.Schema.Claims {
+		return fmt.Errorf("%w: row of %s carries values by reference in a schema without %s", ErrValue, b.Schema.Table, proto.ColClaims)
+	}
 	size := 32
 	for i := 0; i < n; i++ {
 		fb := b.rb.Field(i)
@@ -174,6 +194,19 @@ func (b *Builder) Append(r *Row) error {
 		for _, c := range r.Unchanged {
 			vb.Append(c)
 			size += len(c) + 4
+		}
+	}
+	if b.Schema.Claims {
+		cb := b.rb.Field(n + 5).(*array.ListBuilder)
+		if len(r.Claims) == 0 {
+			cb.AppendNull()
+		} else {
+			cb.Append(true)
+			vb := cb.ValueBuilder().(*array.StringBuilder)
+			for _, c := range r.Claims {
+				vb.Append(c)
+				size += len(c) + 4
+			}
 		}
 	}
 	if b.rows == 0 {

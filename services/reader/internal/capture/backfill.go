@@ -220,34 +220,43 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 	sql := "SELECT " + strings.Join(cols, ", ") + " FROM " + pgx.Identifier{schema, rel}.Sanitize()
 	b := batch.NewBuilder(o.Mem, sc, o.Append)
 	defer b.Release()
-	flush := func() error {
+	var cb *batch.Builder // sc.WithClaims(): a row that carries values by reference
+	defer func() {
+		if cb != nil {
+			cb.Release()
+		}
+	}()
+	flushB := func(b *batch.Builder) error {
 		if b.Rows() == 0 {
 			return nil
 		}
 		rows := b.Rows()
-		first, last := b.First(), b.Last()
 		rec := b.Cut()
-		body, err := encode(rec)
+		parts, err := encodeParts(rec, o.MaxPayload, o.Metrics)
+		rec.Release()
+		if errors.Is(err, ErrTooLarge) {
+			return fmt.Errorf("backfilling %s: %w", t.Name, err)
+		}
 		if err != nil {
 			return fmt.Errorf("encoding backfill batch of %s: %w", t.Name, err)
 		}
-		if o.MaxPayload > 0 && len(body) > o.MaxPayload {
-			return fmt.Errorf("backfilling %s: %w: %d rows encode to %d bytes", t.Name, ErrTooLarge, rows, len(body))
-		}
-		out := batchOut(t.Name, sc.Fingerprint, first, last, 0, rows, body)
-		out.Span = startSpan(o.Tracer, out)
-		select {
-		case outs <- out:
-		case <-ctx.Done():
-			if out.Span != nil {
-				out.Span.End()
+		for _, p := range parts {
+			out := batchOut(t.Name, b.Schema.Fingerprint, p.first, p.last, 0, p.rows, p.body)
+			out.Span = startSpan(o.Tracer, out)
+			select {
+			case outs <- out:
+			case <-ctx.Done():
+				if out.Span != nil {
+					out.Span.End()
+				}
+				return ctx.Err()
 			}
-			return ctx.Err()
 		}
 		done.Add(int64(rows))
 		o.Metrics.BackfillRows.WithLabelValues(t.Name).Add(float64(rows))
 		return nil
 	}
+	flush := func() error { return flushB(b) }
 	rr := conn.PgConn().Exec(ctx, sql)
 	defer rr.Close()
 	var ord uint64
@@ -266,6 +275,26 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 					row.Kinds = append(row.Kinds, batch.Text)
 				}
 				row.Values = append(row.Values, v)
+			}
+			if pickClaims(o, sc, &row) {
+				// Values carried by reference: the row goes alone, after
+				// the rows before it.
+				if err := writeClaims(ctx, o, sc, &row); err != nil {
+					return fmt.Errorf("backfilling %s: %w", t.Name, err)
+				}
+				if err := flush(); err != nil {
+					return err
+				}
+				if cb == nil {
+					cb = batch.NewBuilder(o.Mem, sc.WithClaims(), o.Append)
+				}
+				if err := cb.Append(&row); err != nil {
+					return haltBackfill(ctx, t.Name, snap.ConsistentPoint, o, err)
+				}
+				if err := flushB(cb); err != nil {
+					return err
+				}
+				continue
 			}
 			if err := b.Append(&row); err != nil {
 				if !errors.Is(err, batch.ErrValue) {

@@ -22,6 +22,9 @@ type Metrics struct {
 	BackfillRows   *prometheus.CounterVec // by table
 	Blocked        prometheus.Counter     // waits for an in-flight slot
 	FetchWaits     prometheus.Counter     // TOAST reads retried until the change was visible
+	Claims         prometheus.Counter     // values carried by reference
+	ClaimBytes     prometheus.Counter     // their bytes
+	Splits         prometheus.Counter     // batches split because their encoding exceeded nats.max_payload
 }
 
 // NewMetrics creates and registers the metrics on reg (nil: unregistered).
@@ -43,10 +46,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BackfillRows:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_backfill_rows_total", Help: "Rows copied by the backfill, by table."}, []string{"table"}),
 		Blocked:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_inflight_full_total", Help: "Times the publish pipeline was full (reader.max_in_flight) for a status interval."}),
 		FetchWaits:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_toast_fetch_waits_total", Help: "Source reads of a moved row's unchanged TOAST values retried because the change's transaction was not yet visible to other sessions."}),
+		Claims:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claims_total", Help: "Values over reader.max_inline_value carried by reference through the pack store."}),
+		ClaimBytes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claim_bytes_total", Help: "Bytes of the values carried by reference."}),
+		Splits:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_batch_splits_total", Help: "Batches split in two because their encoding exceeded nats.max_payload."}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Rows, m.Bytes, m.BatchRows, m.BatchBytes, m.PublishSeconds, m.Messages,
-			m.ConfirmedLSN, m.ServerLSN, m.LagBytes, m.LagSeconds, m.RetainedBytes, m.Halted, m.Restarts, m.BackfillRows, m.Blocked, m.FetchWaits} {
+			m.ConfirmedLSN, m.ServerLSN, m.LagBytes, m.LagSeconds, m.RetainedBytes, m.Halted, m.Restarts, m.BackfillRows, m.Blocked, m.FetchWaits,
+			m.Claims, m.ClaimBytes, m.Splits} {
 			reg.MustRegister(c)
 		}
 	}

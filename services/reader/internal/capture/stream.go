@@ -1,22 +1,18 @@
 package capture
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-cdc/sluice/proto"
@@ -24,8 +20,6 @@ import (
 	"github.com/sluice-cdc/sluice/services/reader/internal/confirm"
 	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
 	"github.com/sluice-cdc/sluice/services/reader/internal/source"
-	"github.com/sluice-cdc/sluice/shared/arrowcodec"
-	"github.com/sluice-cdc/sluice/shared/natsotel"
 )
 
 // ColumnResolver gives the kind and Postgres type name of a relation's
@@ -57,17 +51,25 @@ type Options struct {
 	StatusInterval time.Duration
 	AckWait        time.Duration
 	MaxInFlight    int
+	// MaxInline is the largest value a row carries inline (and the most
+	// its inline values may add up to) when Claim is set: see pickClaims.
+	MaxInline int
+	Claim     ClaimFunc
 
 	Mem     memory.Allocator
 	Append  batch.AppendFunc
 	Resolve ColumnResolver
 	Halt    HaltFunc
 	Fetch   FetchFunc
-	Publish PublishFunc
-	Log     *slog.Logger
-	Metrics *Metrics
-	Tracer  trace.Tracer
-	State   *State
+	// DescribeGenerated lists a relation's stored generated columns (on
+	// each Relation message); nil: the table's as described at start.
+	DescribeGenerated func(ctx context.Context, relid uint32) ([]source.Generated, error)
+	Eval              EvalFunc
+	Publish           PublishFunc
+	Log               *slog.Logger
+	Metrics           *Metrics
+	Tracer            trace.Tracer
+	State             *State
 
 	// ScalarMaxForTest breaks the prefix-complete rule and UnchainedForTest
 	// the publish ordering guard (tests' negative controls).
@@ -82,9 +84,10 @@ type tableState struct {
 	info    source.Table
 	schema  *batch.Schema
 	b       *batch.Builder
+	cb      *batch.Builder // the schema WithClaims: a change that carries values by reference
 	halted  bool
 	relCols []pgoutput.Column
-	gen     []string // stored generated columns the stream does not send (read from the source), after relCols in the schema
+	gen     genEval // stored generated columns the stream does not send (evaluated on the change), after relCols in the schema
 }
 
 // session is one replication connection's lifetime.
@@ -138,9 +141,7 @@ func Stream(ctx context.Context, conn *pgconn.PgConn, start proto.LSN, o *Option
 	}
 	defer func() {
 		for _, t := range s.tables {
-			if t.b != nil {
-				t.b.Release()
-			}
+			t.release()
 		}
 	}()
 	args := []string{"proto_version '1'", "publication_names '" + o.Publication + "'"}
@@ -505,12 +506,19 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
 		return nil
 	}
+	gens := t.info.Generated
+	if s.o.DescribeGenerated != nil {
+		var err error
+		if gens, err = s.o.DescribeGenerated(ctx, r.ID); err != nil {
+			return fmt.Errorf("describing generated columns of %s: %w", name, err)
+		}
+	}
 	all := r.Columns
-	var gen []string
-	for _, g := range t.info.Generated {
+	var gen []source.Generated
+	for _, g := range gens {
 		if !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Name == g.Name }) {
 			all = append(slices.Clip(all), pgoutput.Column{Name: g.Name, TypeOID: g.TypeOID, TypMod: g.TypMod})
-			gen = append(gen, g.Name)
+			gen = append(gen, g)
 		}
 	}
 	cols := make([]batch.Column, len(all))
@@ -542,8 +550,7 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		if t.halted {
 			return nil
 		}
-		t.b.Release()
-		t.b = nil
+		t.release()
 	}
 	sc, err := batch.NewSchema(name, cols, t.info.Key, t.info.Routing)
 	if err != nil {
@@ -552,7 +559,17 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	if t.schema != nil {
 		s.o.Log.Info("table schema changed", "table", name, "fingerprint", sc.Fingerprint)
 	}
-	t.schema, t.relCols, t.gen = sc, slices.Clone(r.Columns), gen
+	ge, err := newGenEval(sc, gen)
+	if err != nil {
+		return s.halt(ctx, t, "generated", err)
+	}
+	if err := ge.checkComputable(r.Identity == 'f'); err != nil {
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
+		}
+		return s.halt(ctx, t, "generated", fmt.Errorf("%w; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it", err, name))
+	}
+	t.schema, t.relCols, t.gen = sc, slices.Clone(r.Columns), ge
 	t.b = batch.NewBuilder(s.o.Mem, sc, s.o.Append)
 	return nil
 }
@@ -574,192 +591,12 @@ func (s *session) halt(ctx context.Context, t *tableState, reason string, cause 
 	if t.b != nil {
 		s.groupRows -= t.b.Rows()
 		s.groupBytes -= t.b.Bytes()
-		t.b.Release()
-		t.b = nil
 	}
+	t.release()
 	s.o.Metrics.Halted.WithLabelValues(name, reason).Set(1)
 	s.o.State.SetHaltedAt(name, at)
 	s.o.State.SetHalted(name, cause.Error())
 	return nil
-}
-
-func (s *session) apply(ctx context.Context, t *tableState) error {
-	sc := t.schema
-	if sc == nil {
-		return fmt.Errorf("%w: change for %s before its Relation message", ErrReplication, t.info.Name)
-	}
-	c := &s.change
-	n := len(sc.Columns)
-	nRel := len(t.relCols) // the columns the stream sends; then t.gen
-	pos := proto.Position{LSN: proto.LSN(s.txLSN), Seq: s.seq}
-	r := &s.row
-	r.Pos, r.CommitTime, r.Unchanged = pos, s.txTime, r.Unchanged[:0]
-	r.Kinds, r.Values = r.Kinds[:0], r.Values[:0]
-	var src *pgoutput.Tuple
-	switch c.Op {
-	case pgoutput.TypeInsert:
-		r.Op, src = proto.OpInsert, &c.New
-	case pgoutput.TypeUpdate:
-		r.Op, src = proto.OpUpdate, &c.New
-	default:
-		r.Op, src = proto.OpDelete, &c.Old
-	}
-	if src.Len() != nRel {
-		return fmt.Errorf("%w: %s: tuple of %d columns, relation has %d", ErrReplication, t.info.Name, src.Len(), nRel)
-	}
-	full := c.OldKind == 'O'
-	for i := 0; i < nRel; i++ {
-		k, v := src.Kinds[i], src.Values[i]
-		switch k {
-		case pgoutput.ValueUnchanged:
-			if full && c.Old.Kinds[i] == pgoutput.ValueText {
-				k, v = batch.Text, c.Old.Values[i]
-			} else {
-				k, v = batch.Unchanged, nil
-				r.Unchanged = append(r.Unchanged, sc.Columns[i].Name)
-			}
-		case pgoutput.ValueText:
-		default:
-			k, v = batch.Null, nil
-		}
-		r.Kinds = append(r.Kinds, k)
-		r.Values = append(r.Values, v)
-	}
-	if err := s.fillGenerated(ctx, t, r, c); err != nil {
-		return err
-	}
-	if c.Op == pgoutput.TypeUpdate && c.OldKind != 0 && s.moved(sc, c) {
-		m := &s.moveRow
-		m.Op, m.Pos, m.CommitTime, m.Unchanged = proto.OpMoveOut, pos, s.txTime, nil
-		m.Kinds, m.Values = m.Kinds[:0], m.Values[:0]
-		for i := 0; i < n; i++ {
-			m.Kinds = append(m.Kinds, batch.Null)
-			m.Values = append(m.Values, nil)
-		}
-		idx := append(slices.Clip(sc.KeyIdx), sc.RoutingIdx)
-		for _, i := range idx {
-			if c.Old.Kinds[i] == pgoutput.ValueText {
-				m.Kinds[i], m.Values[i] = batch.Text, c.Old.Values[i]
-			}
-		}
-		if err := s.add(ctx, t, m); err != nil {
-			return err
-		}
-		if len(r.Unchanged) > 0 {
-			// The row arrives in a destination (or under a key) that never
-			// held the values it leaves unchanged: carrying them forward
-			// there would find nothing (rule 6). Without the old tuple,
-			// read them from the source. The row's current value can be
-			// newer than this change; a later change then carries it too,
-			// so the end state is exact.
-			if err := s.fillUnchanged(ctx, t, r, c); err != nil {
-				return err
-			}
-		}
-	}
-	return s.add(ctx, t, r)
-}
-
-// fillGenerated appends the values of the stored generated columns the
-// stream does not send (pgoutput before Postgres 18): read from the source
-// by the row's key for an insert or update (like a moved row's TOAST values:
-// the value read can be newer, and a later change carries it too), NULL in a
-// delete. One read per change of such a table.
-func (s *session) fillGenerated(ctx context.Context, t *tableState, r *batch.Row, c *pgoutput.Change) error {
-	if len(t.gen) == 0 {
-		return nil
-	}
-	var vals [][]byte
-	found := false
-	if c.Op != pgoutput.TypeDelete && s.o.Fetch != nil {
-		keyCols, keyTypes, keyVals, ok := s.newKey(t, c)
-		if ok {
-			var err error
-			vals, found, err = s.o.Fetch(ctx, t.info.Name, s.txXid, keyCols, keyTypes, keyVals, t.gen)
-			if err != nil {
-				return fmt.Errorf("reading generated columns of a %s row: %w", t.info.Name, err)
-			}
-		}
-	}
-	for j := range t.gen {
-		if found && vals[j] != nil {
-			r.Kinds, r.Values = append(r.Kinds, batch.Text), append(r.Values, vals[j])
-		} else {
-			r.Kinds, r.Values = append(r.Kinds, batch.Null), append(r.Values, nil)
-		}
-	}
-	return nil
-}
-
-// newKey is the key of the change's new row (names, types, text values);
-// ok is false when a key value is not in the tuple.
-func (s *session) newKey(t *tableState, c *pgoutput.Change) (cols, types []string, vals [][]byte, ok bool) {
-	sc := t.schema
-	for _, i := range sc.KeyIdx {
-		if i >= c.New.Len() || c.New.Kinds[i] != pgoutput.ValueText {
-			return nil, nil, nil, false
-		}
-		cols = append(cols, sc.Columns[i].Name)
-		types = append(types, sc.Columns[i].PgType)
-		vals = append(vals, c.New.Values[i])
-	}
-	return cols, types, vals, true
-}
-
-// fillUnchanged replaces r's TOAST-unchanged markers by the values read from
-// the source, where the row still exists.
-func (s *session) fillUnchanged(ctx context.Context, t *tableState, r *batch.Row, c *pgoutput.Change) error {
-	if s.o.Fetch == nil {
-		return nil
-	}
-	sc := t.schema
-	keyCols, keyTypes, keyVals, ok := s.newKey(t, c)
-	if !ok {
-		return nil // a key value we do not have: keep the markers
-	}
-	vals, found, err := s.o.Fetch(ctx, t.info.Name, s.txXid, keyCols, keyTypes, keyVals, r.Unchanged)
-	if err != nil {
-		return fmt.Errorf("reading unchanged TOAST values of a moved %s row: %w", t.info.Name, err)
-	}
-	if !found {
-		return nil
-	}
-	for j, name := range r.Unchanged {
-		for i := range sc.Columns {
-			if sc.Columns[i].Name == name {
-				if vals[j] == nil {
-					r.Kinds[i], r.Values[i] = batch.Null, nil
-				} else {
-					r.Kinds[i], r.Values[i] = batch.Text, vals[j]
-				}
-			}
-		}
-	}
-	r.Unchanged = r.Unchanged[:0]
-	return nil
-}
-
-// moved reports whether an update changed a key column or the routing
-// column (an old key or old tuple is present and differs from the new row).
-func (s *session) moved(sc *batch.Schema, c *pgoutput.Change) bool {
-	diff := func(i int) bool {
-		ok, nk := c.Old.Kinds[i], c.New.Kinds[i]
-		if ok == pgoutput.ValueUnchanged || nk == pgoutput.ValueUnchanged {
-			return false
-		}
-		return ok != nk || !bytes.Equal(c.Old.Values[i], c.New.Values[i])
-	}
-	for _, i := range sc.KeyIdx {
-		if diff(i) {
-			return true
-		}
-	}
-	// With a 'K' tuple the routing column is in it only when it is part of
-	// the identity (validated at start unless the table is FULL).
-	if c.OldKind == 'K' && !slices.Contains(sc.KeyIdx, sc.RoutingIdx) {
-		return false
-	}
-	return diff(sc.RoutingIdx)
 }
 
 func (s *session) add(ctx context.Context, t *tableState, r *batch.Row) error {
@@ -810,64 +647,19 @@ func (s *session) cut(ctx context.Context, t *tableState, through proto.LSN) err
 		return nil
 	}
 	rows, bytes := t.b.Rows(), t.b.Bytes()
-	first, last := t.b.First(), t.b.Last()
 	rec := t.b.Cut()
+	defer rec.Release()
 	s.groupRows -= rows
 	s.groupBytes -= bytes
-	body, err := arrowcodec.Encode(rec)
-	rec.Release()
-	if err != nil {
-		return fmt.Errorf("encoding batch of %s: %w", t.info.Name, err)
+	return s.publish(ctx, t, t.schema.Fingerprint, rec, through)
+}
+
+// release frees the table's builders.
+func (t *tableState) release() {
+	for _, b := range []**batch.Builder{&t.b, &t.cb} {
+		if *b != nil {
+			(*b).Release()
+			*b = nil
+		}
 	}
-	if s.o.MaxPayload > 0 && len(body) > s.o.MaxPayload {
-		return s.halt(ctx, t, "too_large", fmt.Errorf("%w: %d rows of %s encode to %d bytes (max %d); raise nats.max_payload", ErrTooLarge, rows, t.info.Name, len(body), s.o.MaxPayload))
-	}
-	o := batchOut(t.info.Name, t.schema.Fingerprint, first, last, through, rows, body)
-	o.Span = s.span(o)
-	return s.send(ctx, o)
-}
-
-// batchOut builds a CHANGES data message.
-func batchOut(table, fingerprint string, first, last proto.Position, through proto.LSN, rows int, body []byte) Out {
-	id := proto.ChangesMsgID(table, first, last)
-	h := make(nats.Header, 10)
-	h.Set(proto.HeaderWire, proto.WireVersion)
-	h.Set(proto.HeaderTable, table)
-	h.Set(proto.HeaderSchema, fingerprint)
-	h.Set(proto.HeaderFirst, first.String())
-	h.Set(proto.HeaderLast, last.String())
-	h.Set(proto.HeaderThrough, through.String())
-	h.Set(proto.HeaderRows, strconv.Itoa(rows))
-	h.Set(proto.HeaderMsgID, id)
-	return Out{Msg: &nats.Msg{Subject: proto.ChangesSubject(table), Header: h, Data: body}, ID: id, Through: through, Table: table, Rows: rows}
-}
-
-// span starts the root span of a batch's trace and injects it.
-func (s *session) span(o Out) trace.Span {
-	return startSpan(s.o.Tracer, o)
-}
-
-func startSpan(tr trace.Tracer, o Out) trace.Span {
-	if tr == nil {
-		return nil
-	}
-	ctx, sp := tr.Start(context.Background(), "publish "+o.Msg.Subject, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.destination.name", o.Msg.Subject),
-			attribute.String("messaging.message.id", o.ID),
-			attribute.Int("messaging.batch.message_count", o.Rows),
-			attribute.Int("messaging.message.body.size", len(o.Msg.Data)),
-			attribute.String("sluice.table", o.Table),
-			attribute.String("sluice.first", o.Msg.Header.Get(proto.HeaderFirst)),
-			attribute.String("sluice.last", o.Msg.Header.Get(proto.HeaderLast)),
-		))
-	natsotel.Inject(ctx, o.Msg.Header)
-	return sp
-}
-
-func encode(rec arrow.RecordBatch) ([]byte, error) {
-	defer rec.Release()
-	return arrowcodec.Encode(rec)
 }

@@ -34,13 +34,6 @@ type Table struct {
 	Generated []Generated
 }
 
-// Generated is a stored generated column.
-type Generated struct {
-	Name    string
-	TypeOID uint32
-	TypMod  int32
-}
-
 // IdentityFull reports whether the table is REPLICA IDENTITY FULL.
 func (t Table) IdentityFull() bool { return t.Identity == 'f' }
 
@@ -119,24 +112,16 @@ func Describe(ctx context.Context, q Querier, name, routing string) (Table, erro
 	if !slices.Contains(t.Columns, routing) {
 		return t, invalid("table %s has no routing column %q: add the column, or set source.routing_columns.%s to the column that names the tenant", name, routing, name)
 	}
-	rows, err = q.Query(ctx, `SELECT attname, atttypid::int8, atttypmod FROM pg_catalog.pg_attribute
-		WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped AND attgenerated = 's' ORDER BY attnum`, oid)
-	if err != nil {
-		return t, fmt.Errorf("listing generated columns of %s: %w", name, err)
-	}
-	t.Generated, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Generated, error) {
-		var g Generated
-		var typ int64
-		err := r.Scan(&g.Name, &typ, &g.TypMod)
-		g.TypeOID = uint32(typ)
-		return g, err
-	})
+	t.Generated, err = DescribeGenerated(ctx, q, t.OID)
 	if err != nil {
 		return t, fmt.Errorf("listing generated columns of %s: %w", name, err)
 	}
 	for _, g := range t.Generated {
 		if g.Name == routing || slices.Contains(t.Key, g.Name) {
 			return t, invalid("table %s: %s is a generated column in the key or the routing column, which sluice cannot read from the replication stream", name, g.Name)
+		}
+		if err := g.CheckComputable(t.IdentityFull()); err != nil {
+			return t, invalid("table %s: %v: run ALTER TABLE %s REPLICA IDENTITY FULL;", name, err, name)
 		}
 	}
 	if !t.IdentityFull() && !slices.Contains(t.Key, routing) {

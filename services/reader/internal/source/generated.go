@@ -1,0 +1,121 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Generated is a stored generated column. pgoutput before Postgres 18 does
+// not send its value; Postgres requires its expression to be immutable, so
+// the reader evaluates Expr on the change's own values (Inputs), which is
+// exact and needs no read of the table.
+type Generated struct {
+	Name    string
+	TypeOID uint32
+	TypMod  int32
+	Expr    string  // pg_get_expr of the generation expression: column references unqualified
+	Inputs  []Input // the columns Expr references (pg_depend), in attnum order
+}
+
+// Input is a column a generation expression references.
+type Input struct {
+	Name      string
+	Type      string // format_type(atttypid, atttypmod)
+	Toastable bool   // a varlena that may be stored out of line: an update leaving it unchanged does not send it
+}
+
+// DescribeGenerated lists the stored generated columns of relation oid with
+// their expressions and the columns each references.
+func DescribeGenerated(ctx context.Context, q Querier, oid uint32) ([]Generated, error) {
+	// The columns an expression references are its pg_attrdef row's
+	// dependencies on columns of the same table.
+	rows, err := q.Query(ctx, `SELECT a.attname, a.atttypid::int8, a.atttypmod, pg_catalog.pg_get_expr(d.adbin, d.adrelid),
+			COALESCE(dep.names, '{}'), COALESCE(dep.types, '{}'), COALESCE(dep.toast, '{}')
+		FROM pg_catalog.pg_attribute a
+		JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		LEFT JOIN LATERAL (
+			SELECT array_agg(r.attname::text ORDER BY r.attnum) AS names,
+				array_agg(pg_catalog.format_type(r.atttypid, r.atttypmod) ORDER BY r.attnum) AS types,
+				array_agg(r.attlen = -1 AND r.attstorage <> 'p' ORDER BY r.attnum) AS toast
+			FROM pg_catalog.pg_depend dp
+			JOIN pg_catalog.pg_attribute r ON r.attrelid = dp.refobjid AND r.attnum = dp.refobjsubid
+			WHERE dp.classid = 'pg_catalog.pg_attrdef'::regclass AND dp.objid = d.oid
+				AND dp.refclassid = 'pg_catalog.pg_class'::regclass AND dp.refobjid = d.adrelid
+				AND dp.refobjsubid > 0 AND dp.refobjsubid <> d.adnum) dep ON true
+		WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = 's'
+		ORDER BY a.attnum`, int64(oid))
+	if err != nil {
+		return nil, fmt.Errorf("listing generated columns of relation %d: %w", oid, err)
+	}
+	gens, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Generated, error) {
+		var g Generated
+		var typ int64
+		var names, types []string
+		var toast []bool
+		if err := r.Scan(&g.Name, &typ, &g.TypMod, &g.Expr, &names, &types, &toast); err != nil {
+			return g, err
+		}
+		g.TypeOID = uint32(typ)
+		if len(types) != len(names) || len(toast) != len(names) {
+			return g, fmt.Errorf("generated column %s: inconsistent dependency lists", g.Name)
+		}
+		for i, n := range names {
+			g.Inputs = append(g.Inputs, Input{Name: n, Type: types[i], Toastable: toast[i]})
+		}
+		return g, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing generated columns of relation %d: %w", oid, err)
+	}
+	return gens, nil
+}
+
+// CheckComputable refuses a generated column the reader cannot always
+// compute from a change: one that reads a TOASTable column and another
+// column, on a table without REPLICA IDENTITY FULL. An update that changes
+// the other column and leaves the TOASTed one unchanged sends no value for
+// it, and no read of the table can give the value as of the change. (One
+// that reads only unchanged columns is unchanged itself: immutable.)
+func (g Generated) CheckComputable(identityFull bool) error {
+	if identityFull || len(g.Inputs) < 2 {
+		return nil
+	}
+	for _, in := range g.Inputs {
+		if in.Toastable {
+			return fmt.Errorf("generated column %s reads %s, which Postgres may store out of line and then does not send on an update that leaves it unchanged, together with other columns, so its value cannot be computed from such an update", g.Name, in.Name)
+		}
+	}
+	return nil
+}
+
+// GeneratedSQL is the statement that evaluates gens on one row's values:
+// its parameters are the text forms (or NULL) of inputs, in that order, and
+// it returns one text column per generated column. The expressions reference
+// columns by name, so the values are bound under the columns' quoted names
+// and types.
+func GeneratedSQL(gens []Generated) (sql string, inputs []string) {
+	var sel, from strings.Builder
+	seen := map[string]bool{}
+	for i, g := range gens {
+		if i > 0 {
+			sel.WriteString(", ")
+		}
+		sel.WriteString("(" + g.Expr + ")::text")
+		for _, in := range g.Inputs {
+			if seen[in.Name] {
+				continue
+			}
+			seen[in.Name] = true
+			if len(inputs) > 0 {
+				from.WriteString(", ")
+			}
+			inputs = append(inputs, in.Name)
+			from.WriteString("$" + strconv.Itoa(len(inputs)) + "::text::" + in.Type + " AS " + pgx.Identifier{in.Name}.Sanitize())
+		}
+	}
+	return "SELECT " + sel.String() + " FROM (SELECT " + from.String() + ") AS _sluice_row", inputs
+}
