@@ -242,33 +242,6 @@ func toDays(v any) (int64, bool) {
 	return d, ok && d >= math.MinInt32 && d <= math.MaxInt32
 }
 
-// appendFloat writes a float as float4out/float8out do (shortest exact
-// digits, exponent form outside [1e-4, 1e6) for real and [1e-4, 1e15) for
-// double precision); NaN and ±Infinity as strings, as to_jsonb does.
-func appendFloat(dst []byte, f float64, bits int) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(dst, `"Infinity"`...)
-	case math.IsInf(f, -1):
-		return append(dst, `"-Infinity"`...)
-	case f == 0:
-		if math.Signbit(f) {
-			return append(dst, "-0"...)
-		}
-		return append(dst, '0')
-	}
-	limit := 1e15
-	if bits == 32 {
-		limit = 1e6
-	}
-	if a := math.Abs(f); a >= 1e-4 && a < limit {
-		return strconv.AppendFloat(dst, f, 'f', -1, bits)
-	}
-	return strconv.AppendFloat(dst, f, 'e', -1, bits)
-}
-
 func appendNumeric(dst []byte, v any) ([]byte, error) {
 	var s string
 	switch x := v.(type) {
