@@ -19,7 +19,7 @@ import (
 // as JSON numbers (NaN, Infinity, -Infinity as strings); timestamptz as
 // "2026-01-01T00:00:00.5+00:00", timestamp without the offset, date as
 // "2026-01-01" (" BC" appended before year 1; infinities as "infinity" and
-// "-infinity"); json and jsonb embedded; bytea as "\\x0102ab"; arrays as
+// "-infinity"); json, jsonb and to_jsonb (already converted) embedded; bytea as "\\x0102ab"; arrays as
 // JSON arrays; every other kind as a JSON string of its text form.
 //
 // Accepted Go types: any integer type, float64 and float32, arrow.Timestamp
@@ -85,7 +85,7 @@ func appendJSON(dst []byte, kind proto.Kind, v any) ([]byte, error) {
 			return appendByteaJSON(dst, b), nil
 		}
 		return dst, badValue(v)
-	case proto.KindJSON, proto.KindJSONB:
+	case proto.KindJSON, proto.KindJSONB, proto.KindToJSONB:
 		switch s := v.(type) {
 		case string:
 			return appendEmbedded(dst, []byte(s))
