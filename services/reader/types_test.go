@@ -1,22 +1,31 @@
 package reader
 
 import (
+	"context"
+	"encoding/json"
+	"reflect"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // A few types end to end through the reader (the full matrix is
 // shared/pgtypes' own test).
 func TestTypesEndToEnd(t *testing.T) {
 	e := newEnv(t, "public.ty")
-	e.exec(`CREATE TYPE mood AS ENUM ('sad', 'happy');
+	e.exec(`CREATE EXTENSION hstore;
+		CREATE TYPE mood AS ENUM ('sad', 'happy');
+		CREATE TYPE pair AS (a int, b text, c int[]);
 		CREATE TABLE ty (tenant_id text, id int, n numeric(40,20), big numeric, f4 real, f8 double precision,
 			b boolean, ts timestamptz, d date, u uuid, j jsonb, by bytea, arr int[], m mood, iv interval, tm time, grid int[][],
+			pr pair, pa pair[], h hstore, bx box[],
 			PRIMARY KEY (tenant_id, id));`)
 	run := e.start(e.newReader("a", nil))
 	waitStreaming(t, run)
 	e.exec(`INSERT INTO ty VALUES ('t', 1, 12345678901234567890.12345678901234567890, 'NaN', 1.5, 0.1,
 		true, '2024-01-02 03:04:05.123456+02', '2024-02-29', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
-		'{"b": [1, 2], "a": null}', '\xdeadbeef', '{1,NULL,3}', 'happy', '1 day 02:03:04', '12:34:56.789', '{{1,2},{3,4}}');
+		'{"b": [1, 2], "a": null}', '\xdeadbeef', '{1,NULL,3}', 'happy', '1 day 02:03:04', '12:34:56.789', '{{1,2},{3,4}}',
+		'(2,b,{})', ARRAY['(1,"x,""y",{NULL})'::pair, NULL], 'a=>1, "b c"=>NULL', '{(1,1),(0,0);(2,2),(1,1)}');
 		INSERT INTO ty (tenant_id, id) VALUES ('t', 2);`)
 	rows := waitRows(t, e, 2)
 	r := rows[0].vals
@@ -32,12 +41,28 @@ func TestTypesEndToEnd(t *testing.T) {
 		"m":   "happy",
 		"iv":  "1 day 02:03:04",
 		"tm":  "12:34:56.789",
-		// A column declared multi-dimensional travels as its text form.
-		"grid": "{{1,2},{3,4}}",
 	}
 	for k, w := range want {
 		if r[k] != w {
 			t.Errorf("%s = %#v, want %#v", k, r[k], w)
+		}
+	}
+	// Composites, hstore, multi-dimensional arrays and box[] travel as the
+	// JSON to_jsonb gives (kind to_jsonb).
+	conn, err := pgx.Connect(context.Background(), e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, col := range []string{"grid", "pr", "pa", "h", "bx"} {
+		var want string
+		if err := conn.QueryRow(context.Background(), `SELECT to_jsonb(`+col+`)::text FROM ty WHERE id = 1`).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := r[col].(string)
+		var g, w any
+		if err := json.Unmarshal([]byte(got), &g); err != nil || json.Unmarshal([]byte(want), &w) != nil || !reflect.DeepEqual(g, w) {
+			t.Errorf("%s = %#v, want to_jsonb %s", col, r[col], want)
 		}
 	}
 	if j, _ := r["j"].(string); j != `{"a": null, "b": [1, 2]}` {
