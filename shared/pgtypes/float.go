@@ -25,8 +25,8 @@ import (
 func floatDigits(buf []byte, f float64, bits int) (digits []byte, q int) {
 	s := strconv.AppendFloat(buf[:0], math.Abs(f), 'e', -1, bits)
 	digits, q = splitE(s)
-	if onBound(f, bits, digits, q) || onTie(f, digits) {
-		digits, q = strictShortest(f, bits)
+	if onBound(f, bits, digits, q) || onTie(f, bits, digits) {
+		digits, q = strictShortest(f, bits, len(digits))
 	}
 	return digits, q
 }
@@ -35,13 +35,14 @@ func floatDigits(buf []byte, f float64, bits int) (digits []byte, q int) {
 // the next decimal of that length. strconv then rounds up; Ryu, as
 // Postgres uses it, rounds to the even digit (2^-12 as a real prints
 // 0.00024414062, not ...063).
-func onTie(f float64, digits []byte) bool {
+func onTie(f float64, bits int, digits []byte) bool {
 	var buf [40]byte
 	d, q := splitE(strconv.AppendFloat(buf[:0], math.Abs(f), 'e', len(digits)+1, 64))
 	if len(d) != len(digits)+1 || d[len(d)-1] != '5' {
 		return false
 	}
-	return decimalRat(d, q).Cmp(new(big.Rat).SetFloat64(math.Abs(f))) == 0
+	exact, _, _ := parts(f, bits)
+	return cmpDecimal(decimalInt(d), q, exact) == 0
 }
 
 // splitE splits strconv's 'e' form (d.ddde±XX) into its digits (in place,
@@ -72,103 +73,117 @@ func splitE(s []byte) ([]byte, int) {
 // each bound has more significant digits than the type ever prints.
 func onBound(f float64, bits int, digits []byte, q int) bool {
 	if bits == 32 {
-		b := math.Float32bits(float32(f))
-		if b&1 != 0 || math.Abs(f) < 1<<21 {
+		if math.Float32bits(float32(f))&1 != 0 || math.Abs(f) < 1<<21 {
 			return false
 		}
-	} else {
-		b := math.Float64bits(f)
-		if b&1 != 0 || math.Abs(f) < 1<<50 {
-			return false
-		}
+	} else if math.Float64bits(f)&1 != 0 || math.Abs(f) < 1<<50 {
+		return false
 	}
-	lo, hi := bounds(f, bits)
-	d := decimalRat(digits, q)
-	return d.Cmp(lo) == 0 || d.Cmp(hi) == 0
+	_, lo, hi := parts(f, bits)
+	d := decimalInt(digits)
+	return cmpDecimal(d, q, lo) == 0 || cmpDecimal(d, q, hi) == 0
 }
 
-// bounds returns the exact halfway points between |f| and its neighbours.
-func bounds(f float64, bits int) (lo, hi *big.Rat) {
-	a := math.Abs(f)
-	var below, above float64
+// binary is the exact number n × 2^p.
+type binary struct {
+	n *big.Int
+	p int
+}
+
+// parts returns |f| exactly and the halfway points to its neighbours (the
+// one below is nearer at the bottom of a binade).
+func parts(f float64, bits int) (exact, lo, hi binary) {
+	var mant uint64
+	var e2 int
+	var bottom bool
 	if bits == 32 {
-		a32 := float32(a)
-		below = float64(math.Nextafter32(a32, 0))
-		above = float64(math.Nextafter32(a32, float32(math.Inf(1))))
-		if math.IsInf(above, 1) {
-			above = a + (a - below)
+		b := math.Float32bits(float32(f)) &^ (1 << 31)
+		mant, e2 = uint64(b&(1<<23-1)), int(b>>23)
+		if e2 == 0 {
+			e2 = 1 - 150
+		} else {
+			bottom = mant == 0 && e2 > 1
+			mant |= 1 << 23
+			e2 -= 150
 		}
 	} else {
-		below = math.Nextafter(a, 0)
-		above = math.Nextafter(a, math.Inf(1))
-		if math.IsInf(above, 1) {
-			// Past MaxFloat64 the spacing stays that of the last binade.
-			r := new(big.Rat).SetFloat64(a)
-			gap := new(big.Rat).Sub(r, new(big.Rat).SetFloat64(below))
-			return mid(r, new(big.Rat).SetFloat64(below)), new(big.Rat).Add(r, gap.Quo(gap, big.NewRat(2, 1)))
+		b := math.Float64bits(f) &^ (1 << 63)
+		mant, e2 = b&(1<<52-1), int(b>>52)
+		if e2 == 0 {
+			e2 = 1 - 1075
+		} else {
+			bottom = mant == 0 && e2 > 1
+			mant |= 1 << 52
+			e2 -= 1075
 		}
 	}
-	r := new(big.Rat).SetFloat64(a)
-	return mid(r, new(big.Rat).SetFloat64(below)), mid(r, new(big.Rat).SetFloat64(above))
+	exact = binary{new(big.Int).SetUint64(mant), e2}
+	hi = binary{new(big.Int).SetUint64(2*mant + 1), e2 - 1}
+	lo = binary{new(big.Int).SetUint64(2*mant - 1), e2 - 1}
+	if bottom {
+		lo = binary{new(big.Int).SetUint64(4*mant - 1), e2 - 2}
+	}
+	return exact, lo, hi
 }
 
-func mid(a, b *big.Rat) *big.Rat {
-	m := new(big.Rat).Add(a, b)
-	return m.Quo(m, big.NewRat(2, 1))
-}
-
-// decimalRat is digits × 10^q exactly.
-func decimalRat(digits []byte, q int) *big.Rat {
+func decimalInt(digits []byte) *big.Int {
 	n, _ := new(big.Int).SetString(string(digits), 10)
-	p := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(q))), nil)
-	if q >= 0 {
-		return new(big.Rat).SetInt(n.Mul(n, p))
-	}
-	return new(big.Rat).SetFrac(n, p)
+	return n
 }
 
-func abs(i int) int {
-	if i < 0 {
-		return -i
+// scaled returns d × 10^q and b as integers of one common scale.
+func scaled(d *big.Int, q int, b binary) (l, r *big.Int) {
+	l, r = new(big.Int).Set(d), new(big.Int).Set(b.n)
+	if q >= 0 {
+		l.Mul(l, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(q)), nil))
+	} else {
+		r.Mul(r, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(-q)), nil))
 	}
-	return i
+	if b.p >= 0 {
+		r.Lsh(r, uint(b.p))
+	} else {
+		l.Lsh(l, uint(-b.p))
+	}
+	return l, r
+}
+
+// cmpDecimal compares d × 10^q with b.
+func cmpDecimal(d *big.Int, q int, b binary) int {
+	l, r := scaled(d, q, b)
+	return l.Cmp(r)
 }
 
 // strictShortest is the shortest decimal strictly inside f's rounding
 // interval and, of those, the nearest to f (ties to an even last digit):
-// what Ryu prints with its bounds excluded.
-func strictShortest(f float64, bits int) ([]byte, int) {
-	lo, hi := bounds(f, bits)
-	exact := new(big.Rat).SetFloat64(math.Abs(f))
+// what Ryu prints with its bounds excluded. It has at least from digits:
+// strconv's shortest, whose interval includes the bounds, is no longer.
+func strictShortest(f float64, bits, from int) ([]byte, int) {
+	exact, lo, hi := parts(f, bits)
 	maxDigits := 17
 	if bits == 32 {
 		maxDigits = 9
 	}
-	var buf []byte
-	for p := 1; p <= maxDigits; p++ {
+	var buf [40]byte
+	for p := from; p <= maxDigits; p++ {
 		// The nearest p-digit decimal, and its neighbours one unit away
-		// (the interval is not symmetric at a power of two).
-		s := strconv.AppendFloat(buf[:0], math.Abs(f), 'e', p-1, 64)
-		d, q := splitE(s)
-		base, _ := new(big.Int).SetString(string(d), 10)
-		for i := len(d); i < p; i++ {
-			base.Mul(base, big.NewInt(10))
-			q--
-		}
-		var best *big.Rat
-		var bestDigits *big.Int
+		// (the interval is not symmetric at the bottom of a binade).
+		d, q := splitE(strconv.AppendFloat(buf[:0], math.Abs(f), 'e', p-1, 64))
+		base := decimalInt(d)
+		var best, bestDist *big.Int
 		for _, delta := range []int64{0, -1, 1} {
 			c := new(big.Int).Add(base, big.NewInt(delta))
-			r := decimalRat([]byte(c.String()), q)
-			if r.Cmp(lo) <= 0 || r.Cmp(hi) >= 0 {
+			if c.Sign() <= 0 || cmpDecimal(c, q, lo) <= 0 || cmpDecimal(c, q, hi) >= 0 {
 				continue
 			}
-			if best == nil || closer(r, best, exact, c, bestDigits) {
-				best, bestDigits = r, c
+			l, r := scaled(c, q, exact)
+			dist := l.Sub(l, r)
+			dist.Abs(dist)
+			if best == nil || dist.Cmp(bestDist) < 0 || dist.Cmp(bestDist) == 0 && c.Bit(0) == 0 {
+				best, bestDist = c, dist
 			}
 		}
 		if best != nil {
-			out := []byte(bestDigits.String())
+			out := []byte(best.String())
 			for len(out) > 1 && out[len(out)-1] == '0' {
 				out = out[:len(out)-1]
 				q++
@@ -178,16 +193,6 @@ func strictShortest(f float64, bits int) ([]byte, int) {
 	}
 	// Unreachable: 17 (9) digits always identify a double (real).
 	return splitE(strconv.AppendFloat(nil, math.Abs(f), 'e', -1, bits))
-}
-
-func closer(r, best, exact *big.Rat, rd, bestD *big.Int) bool {
-	dr := new(big.Rat).Sub(r, exact)
-	db := new(big.Rat).Sub(best, exact)
-	c := dr.Abs(dr).Cmp(db.Abs(db))
-	if c != 0 {
-		return c < 0
-	}
-	return rd.Bit(0) == 0 && bestD.Bit(0) != 0
 }
 
 // appendFloat writes a real (bits 32) or double precision as to_jsonb

@@ -3,6 +3,7 @@ package pgtypes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -173,5 +174,51 @@ func TestToJSONBShapes(t *testing.T) {
 	}
 	if checked < id {
 		t.Errorf("checked %d values, want at least %d", checked, id)
+	}
+}
+
+// TestTimestampLimit: the last timestamp and timestamptz sluice carries as
+// int64 microseconds since 1970 (MaxInt64 - 1, MaxInt64 being 'infinity')
+// is 294247-01-10 04:00:54.775806; it reads back as to_jsonb gives it, and
+// the next microsecond, which Postgres still accepts (up to 294276 AD), is
+// refused with ErrOutOfRange, as README and the package doc say. Inside a
+// composite or array (KindToJSONB) no limit applies.
+func TestTimestampLimit(t *testing.T) {
+	conn := connect(t, pgtest.NewDB(t), sessionParams)
+	ctx := context.Background()
+	for _, c := range []struct {
+		kind proto.Kind
+		typ  string
+	}{{proto.KindTimestampTZ, "timestamptz"}, {proto.KindTimestamp, "timestamp"}} {
+		for _, v := range []struct {
+			lit string
+			ok  bool
+		}{
+			{"294247-01-10 04:00:54.775806", true}, {"294247-01-10 04:00:54.775807", false},
+			{"294276-12-31 23:59:59.999999", false}, {"4713-01-01 00:00:00 BC", true},
+		} {
+			lit := v.lit
+			if c.kind == proto.KindTimestampTZ {
+				lit = strings.Replace(lit, " BC", "+00 BC", 1)
+				if !strings.HasSuffix(lit, " BC") {
+					lit += "+00"
+				}
+			}
+			res, err := conn.PgConn().Exec(ctx, fmt.Sprintf("SELECT '%s'::%s::text, to_jsonb('%[1]s'::%[2]s)::text", lit, c.typ)).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, want := res[0].Rows[0][0], res[0].Rows[0][1]
+			got, err := roundTrip(t, c.kind, string(text))
+			if !v.ok {
+				if !errors.Is(err, ErrOutOfRange) {
+					t.Errorf("%s %s: %v, want ErrOutOfRange", c.typ, text, err)
+				}
+				continue
+			}
+			if err != nil || got != string(want) {
+				t.Errorf("%s %s: %s %v, want %s", c.typ, text, got, err, want)
+			}
+		}
 	}
 }

@@ -15,7 +15,8 @@ import (
 
 // Sentinels for the infinite values of timestamp, timestamptz and date.
 // A finite value never takes them: parsing rejects a finite timestamp that
-// would land on them (years beyond 294246, ErrOutOfRange).
+// would land on them or beyond (after 294247-01-10 04:00:54.775806,
+// ErrOutOfRange).
 const (
 	TimestampInfinity    = math.MaxInt64 // 'infinity'
 	TimestampNegInfinity = math.MinInt64 // '-infinity'
