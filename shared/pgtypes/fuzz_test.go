@@ -14,7 +14,7 @@ var fuzzKinds = func() []proto.Kind {
 		proto.KindInt16, proto.KindInt32, proto.KindInt64, proto.KindNumeric, proto.KindFloat32,
 		proto.KindFloat64, proto.KindBool, proto.KindText, proto.KindUUID, proto.KindTimestampTZ,
 		proto.KindTimestamp, proto.KindDate, proto.KindTime, proto.KindInterval, proto.KindJSON,
-		proto.KindJSONB, proto.KindBytea, proto.KindEnum, proto.KindOther,
+		proto.KindJSONB, proto.KindToJSONB, proto.KindBytea, proto.KindEnum, proto.KindOther,
 	}
 	out := append([]proto.Kind{}, scalars...)
 	for _, k := range scalars {
