@@ -102,9 +102,10 @@ var builtinCache sync.Map // typeKey -> resolved
 // composite types, hstore, int2vector and oidvector -> KindToJSONB;
 // arrays (typcategory 'A') -> ArrayKind(element kind), or KindToJSONB
 // when the element kind is an array or KindToJSONB or the element type's
-// array delimiter is not a comma (box); everything else -> KindOther.
-// A KindToJSONB column's values are converted with ResolveShape's Shape. Built-in
-// types are cached process-wide; use a Resolver to cache user types too.
+// array delimiter is not a comma (box); everything else -> KindOther. A
+// KindToJSONB column's values are converted with ResolveShape's Shape.
+// Built-in types are cached process-wide; use a Resolver to cache user
+// types too.
 func Resolve(ctx context.Context, q Querier, oid uint32, typmod int32) (proto.Kind, string, error) {
 	key := typeKey{oid, typmod}
 	if oid < firstNormalOID {

@@ -168,6 +168,9 @@ func (b *Builder) Append(r *Row) error {
 					return fmt.Errorf("%w: %s.%s (%s): %w", ErrValue, b.Schema.Table, c.Name, c.PgType, err)
 				}
 				v = b.json
+				if cap(b.json) > 1<<20 {
+					b.json = nil // keep no large value's buffer between rows
+				}
 			}
 			if err := b.app(fb, c.Kind, v); err != nil {
 				return fmt.Errorf("%w: %s.%s (%s): %w", ErrValue, b.Schema.Table, c.Name, c.PgType, err)
