@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +17,10 @@ import (
 
 const shapeSchemaSQL = `
 CREATE EXTENSION hstore;
+CREATE EXTENSION citext;
+CREATE EXTENSION ltree;
+CREATE EXTENSION cube;
+CREATE TYPE ext AS (c citext, l ltree, q cube, r int4range, m money, b bit varying, x xml, v tsvector);
 CREATE TYPE mood AS ENUM ('happy', 'it''s "x"');
 CREATE TYPE pair AS (a int, b text, c int[]);
 CREATE TYPE gone AS (x int, dropme text, y text);
@@ -56,6 +61,14 @@ var shapeCases = []struct {
 	{"int2vector", []string{`1 2 3`, ``}},
 	{"oidvector", []string{`23 25`}},
 	{"integer[]", []string{`[2:3]={1,2}`, `{}`}},
+	{"citext", []string{`MiXeD "q"`}},
+	{"citext[]", []string{`{a,"B c",NULL}`}},
+	{"ltree[]", []string{`{a.b.c,top}`}},
+	{"cube", []string{`(1, 2), (3, 4)`}},
+	{"ext", []string{`(AbC,a.b,"(1, 2)","[1,5)",$1.50,101,<a>x</a>,"'a' 'b':2")`, `(,,,,,,,)`}},
+	{"ext[]", []string{`{"(x,y,\"(1)\",empty,-$0.01,,,)"}`}},
+	{"money[]", []string{`{$1.00,-$2.50}`}},
+	{"tstzrange[]", []string{`{"[2026-01-01 00:00:00+00,infinity)",empty}`}},
 	{"point[]", []string{`{"(1,2)",NULL}`}},
 	{"real", []string{`33554448`, `-0`, `1e-45`, `3.4028235e38`, `0.00024414062`, `NaN`, `-Infinity`, `1e6`, `123456`}},
 	{"double precision", []string{`18014398509529112`, `-0`, `5e-324`, `1e15`, `1e-5`, `0.1`, `9007199254740993`, `1.7976931348623157e308`, `Infinity`}},
@@ -122,7 +135,8 @@ func TestToJSONBShapes(t *testing.T) {
 	for i, c := range shapeCases {
 		k := resolved[i+1].kind
 		_, isList := k.Elem()
-		wantList := c.typ == "integer[]" || c.typ == "point[]"
+		// Lists of a kind whose elements to_jsonb writes as that kind does.
+		wantList := slices.Contains([]string{"integer[]", "point[]", "citext[]", "ltree[]", "money[]", "tstzrange[]"}, c.typ)
 		switch {
 		case wantList != isList:
 			t.Errorf("%s: kind %s", c.typ, k)
@@ -175,6 +189,7 @@ func TestToJSONBShapes(t *testing.T) {
 	if checked < id {
 		t.Errorf("checked %d values, want at least %d", checked, id)
 	}
+	t.Logf("%d values of %d types equal to_jsonb", checked, len(shapeCases))
 }
 
 // TestTimestampLimit: the last timestamp and timestamptz sluice carries as
