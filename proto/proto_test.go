@@ -164,7 +164,7 @@ func TestCheckWire(t *testing.T) {
 
 func TestKinds(t *testing.T) {
 	for _, k := range []Kind{KindInt16, KindInt32, KindInt64, KindNumeric, KindFloat32, KindFloat64, KindBool, KindText,
-		KindUUID, KindTimestampTZ, KindTimestamp, KindDate, KindTime, KindInterval, KindJSON, KindJSONB, KindBytea, KindEnum, KindOther} {
+		KindUUID, KindTimestampTZ, KindTimestamp, KindDate, KindTime, KindInterval, KindJSON, KindJSONB, KindToJSONB, KindBytea, KindEnum, KindOther} {
 		if _, err := k.ArrowType(); err != nil {
 			t.Errorf("kind %s: %v", k, err)
 		}

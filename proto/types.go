@@ -35,6 +35,7 @@ const (
 	KindJSONB       Kind = "jsonb"       // the document's text, as Postgres renders it
 	KindBytea       Kind = "bytea"       // raw bytes
 	KindEnum        Kind = "enum"        // the label
+	KindToJSONB     Kind = "to_jsonb"    // composite, hstore, multi-dimensional and other arrays: the JSON to_jsonb gives
 	KindOther       Kind = "other"       // any other type: its Postgres text form
 )
 
@@ -77,7 +78,7 @@ func (k Kind) ArrowType() (arrow.DataType, error) {
 		return arrow.FixedWidthTypes.Date32, nil
 	case KindBytea:
 		return arrow.BinaryTypes.Binary, nil
-	case KindNumeric, KindText, KindUUID, KindTime, KindInterval, KindJSON, KindJSONB, KindEnum, KindOther:
+	case KindNumeric, KindText, KindUUID, KindTime, KindInterval, KindJSON, KindJSONB, KindToJSONB, KindEnum, KindOther:
 		return arrow.BinaryTypes.String, nil
 	}
 	return nil, fmt.Errorf("unknown kind %q", k)

@@ -64,3 +64,23 @@ func BenchmarkAppendJSONTimestampTZ(b *testing.B) {
 		dst, _ = AppendJSON(dst[:0], proto.KindTimestampTZ, 1767225600123456+i)
 	}
 }
+
+func BenchmarkAppendJSONFloat64(b *testing.B) {
+	vals := []float64{0.1, 123.456, 1.5e-10, 18014398509529112, 9.87654321e20, -2.5}
+	dst := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		dst, _ = AppendJSON(dst[:0], proto.KindFloat64, vals[i%len(vals)])
+	}
+}
+
+func BenchmarkShapeComposite(b *testing.B) {
+	inner := &Shape{form: formComposite, names: []string{"a", "b", "c"},
+		attrs: []*Shape{numberShape, stringShape, {form: formArray, delim: ',', elem: numberShape}}}
+	text := []byte(`(2,"a ""quoted"", text","{1,2,NULL,4}")`)
+	dst := make([]byte, 0, 128)
+	b.ReportAllocs()
+	for b.Loop() {
+		dst, _ = inner.AppendJSON(dst[:0], text)
+	}
+}

@@ -12,7 +12,7 @@ var (
 	// microsecond range, a value beyond Arrow's 2 GiB per-array limit).
 	ErrOutOfRange = errors.New("pgtypes: value out of range")
 	// ErrMultiDim: a multi-dimensional array literal for a one-dimensional
-	// array kind. Multi-dimensional columns resolve to proto.KindOther (see
+	// array kind. Multi-dimensional columns resolve to proto.KindToJSONB (see
 	// ResolveColumn); a column declared one-dimensional can still hold a
 	// multi-dimensional value, because Postgres does not enforce dimensions.
 	ErrMultiDim = errors.New("pgtypes: multi-dimensional array in a one-dimensional array kind")

@@ -14,7 +14,7 @@ var fuzzKinds = func() []proto.Kind {
 		proto.KindInt16, proto.KindInt32, proto.KindInt64, proto.KindNumeric, proto.KindFloat32,
 		proto.KindFloat64, proto.KindBool, proto.KindText, proto.KindUUID, proto.KindTimestampTZ,
 		proto.KindTimestamp, proto.KindDate, proto.KindTime, proto.KindInterval, proto.KindJSON,
-		proto.KindJSONB, proto.KindBytea, proto.KindEnum, proto.KindOther,
+		proto.KindJSONB, proto.KindToJSONB, proto.KindBytea, proto.KindEnum, proto.KindOther,
 	}
 	out := append([]proto.Kind{}, scalars...)
 	for _, k := range scalars {
@@ -69,6 +69,40 @@ func FuzzAppendText(f *testing.F) {
 		}
 		if !json.Valid(out) {
 			t.Fatalf("%s %q: invalid JSON %q", kind, data, out)
+		}
+	})
+}
+
+// fuzzShape holds every form: a composite of numbers, booleans, timestamps,
+// json, hstore, strings, vectors, a nested composite and arrays of them.
+var fuzzShape = func() *Shape {
+	inner := &Shape{form: formComposite, names: []string{"a", "b"}, attrs: []*Shape{numberShape, stringShape}}
+	return &Shape{form: formArray, delim: ',', elem: &Shape{form: formComposite,
+		names: []string{"n", "b", "t", "tz", "j", "h", "s", "v", "p", "ps", "box"},
+		attrs: []*Shape{numberShape, boolShape, timestampShape, timestampTZShape, jsonShape, hstoreShape, stringShape,
+			builtinShapes[int2vectorOID], inner, {form: formArray, delim: ',', elem: inner},
+			{form: formArray, delim: ';', elem: stringShape}}}}
+}()
+
+// FuzzShape: no text panics a Shape; what it accepts is valid JSON.
+func FuzzShape(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{NULL}`, `{"(1,t,\"2026-01-01 00:00:00\",\"2026-01-01 00:00:00+00\",{},\"a=>b\",x,\"1 2\",\"(1,x)\",{},{})"}`,
+		`{"(,,,,,,,,,,)"}`, `[1:2]={"(-0.5e3,f,infinity,\"0044-01-01 00:00:00+05:30 BC\",null,,\"\"\"\",,,\"{\"\"(,)\"\"}\",\"{(1,1),(0,0);x}\")"}`,
+		`{{"(1,,,,,,,,,,)"}}`, `{"(`, `{"(1e99999,,,,,,,,,,)"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, err := fuzzShape.AppendJSON(nil, data)
+		if err != nil {
+			if !errors.Is(err, ErrSyntax) {
+				t.Fatalf("%q: %v does not wrap ErrSyntax", data, err)
+			}
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("%q: invalid JSON %q", data, out)
 		}
 	})
 }

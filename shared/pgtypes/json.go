@@ -19,7 +19,7 @@ import (
 // as JSON numbers (NaN, Infinity, -Infinity as strings); timestamptz as
 // "2026-01-01T00:00:00.5+00:00", timestamp without the offset, date as
 // "2026-01-01" (" BC" appended before year 1; infinities as "infinity" and
-// "-infinity"); json and jsonb embedded; bytea as "\\x0102ab"; arrays as
+// "-infinity"); json, jsonb and to_jsonb (already converted) embedded; bytea as "\\x0102ab"; arrays as
 // JSON arrays; every other kind as a JSON string of its text form.
 //
 // Accepted Go types: any integer type, float64 and float32, arrow.Timestamp
@@ -85,7 +85,7 @@ func appendJSON(dst []byte, kind proto.Kind, v any) ([]byte, error) {
 			return appendByteaJSON(dst, b), nil
 		}
 		return dst, badValue(v)
-	case proto.KindJSON, proto.KindJSONB:
+	case proto.KindJSON, proto.KindJSONB, proto.KindToJSONB:
 		switch s := v.(type) {
 		case string:
 			return appendEmbedded(dst, []byte(s))
@@ -240,33 +240,6 @@ func toDays(v any) (int64, bool) {
 	}
 	d, ok := toInt(v)
 	return d, ok && d >= math.MinInt32 && d <= math.MaxInt32
-}
-
-// appendFloat writes a float as float4out/float8out do (shortest exact
-// digits, exponent form outside [1e-4, 1e6) for real and [1e-4, 1e15) for
-// double precision); NaN and ±Infinity as strings, as to_jsonb does.
-func appendFloat(dst []byte, f float64, bits int) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(dst, `"Infinity"`...)
-	case math.IsInf(f, -1):
-		return append(dst, `"-Infinity"`...)
-	case f == 0:
-		if math.Signbit(f) {
-			return append(dst, "-0"...)
-		}
-		return append(dst, '0')
-	}
-	limit := 1e15
-	if bits == 32 {
-		limit = 1e6
-	}
-	if a := math.Abs(f); a >= 1e-4 && a < limit {
-		return strconv.AppendFloat(dst, f, 'f', -1, bits)
-	}
-	return strconv.AppendFloat(dst, f, 'e', -1, bits)
 }
 
 func appendNumeric(dst []byte, v any) ([]byte, error) {

@@ -99,10 +99,13 @@ var builtinCache sync.Map // typeKey -> resolved
 // Resolve returns the kind a column of type oid (with typmod) travels as and
 // its format_type(oid, typmod) text, e.g. "numeric(40,20)", "text[]",
 // "public.mood". Enums -> KindEnum; domains -> their base type's kind;
-// one-dimensional arrays (typcategory 'A') -> ArrayKind(element kind), with
-// KindOther for arrays of arrays and for element types whose array
-// delimiter is not a comma (box); everything else -> KindOther. Built-in
-// types are cached process-wide; use a Resolver to cache user types too.
+// composite types, hstore, int2vector and oidvector -> KindToJSONB;
+// arrays (typcategory 'A') -> ArrayKind(element kind), or KindToJSONB
+// when the element kind is an array or KindToJSONB or the element type's
+// array delimiter is not a comma (box); everything else -> KindOther. A
+// KindToJSONB column's values are converted with ResolveShape's Shape.
+// Built-in types are cached process-wide; use a Resolver to cache user
+// types too.
 func Resolve(ctx context.Context, q Querier, oid uint32, typmod int32) (proto.Kind, string, error) {
 	key := typeKey{oid, typmod}
 	if oid < firstNormalOID {
@@ -125,14 +128,33 @@ func Resolve(ctx context.Context, q Querier, oid uint32, typmod int32) (proto.Ki
 // (oid, typmod). Safe for concurrent use. Call Forget after DDL that drops a
 // type (its OID could be reused).
 type Resolver struct {
-	q     Querier
-	mu    sync.Mutex
-	cache map[typeKey]resolved
+	q      ShapeQuerier
+	mu     sync.Mutex
+	cache  map[typeKey]resolved
+	shapes map[uint32]*Shape
 }
 
 // NewResolver returns a Resolver that queries q on a cache miss.
-func NewResolver(q Querier) *Resolver {
-	return &Resolver{q: q, cache: make(map[typeKey]resolved)}
+func NewResolver(q ShapeQuerier) *Resolver {
+	return &Resolver{q: q, cache: make(map[typeKey]resolved), shapes: make(map[uint32]*Shape)}
+}
+
+// Shape is ResolveShape, cached.
+func (r *Resolver) Shape(ctx context.Context, oid uint32) (*Shape, error) {
+	r.mu.Lock()
+	s, ok := r.shapes[oid]
+	r.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := ResolveShape(ctx, r.q, oid)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.shapes[oid] = s
+	r.mu.Unlock()
+	return s, nil
 }
 
 // Resolve is the package-level Resolve, cached.
@@ -158,6 +180,7 @@ func (r *Resolver) Resolve(ctx context.Context, oid uint32, typmod int32) (proto
 func (r *Resolver) Forget() {
 	r.mu.Lock()
 	clear(r.cache)
+	clear(r.shapes)
 	r.mu.Unlock()
 }
 
@@ -165,9 +188,13 @@ func (r *Resolver) Forget() {
 const maxTypeDepth = 16
 
 const typeSQL = `SELECT t.typtype::text, t.typcategory::text, t.typelem::int8, t.typbasetype::int8, t.typtypmod,
-       COALESCE(e.typdelim::text, ','), format_type($1::oid, $2::int4)
+       COALESCE(e.typdelim::text, ','), format_type($1::oid, $2::int4),
+       COALESCE((SELECT p.proname::text FROM pg_catalog.pg_proc p WHERE p.oid = t.typinput), '')
 FROM pg_catalog.pg_type t LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem
 WHERE t.oid = $1::oid`
+
+// hstoreInput is the input function that marks the hstore extension's type.
+const hstoreInput = "hstore_in"
 
 func resolve(ctx context.Context, q Querier, oid uint32, typmod int32) (resolved, error) {
 	var pgType string
@@ -181,9 +208,9 @@ func resolve(ctx context.Context, q Querier, oid uint32, typmod int32) (resolved
 			typtype, category, delim string
 			elem, base               int64
 			baseMod                  int32
-			name                     string
+			name, input              string
 		)
-		err := q.QueryRow(ctx, typeSQL, cur, curMod).Scan(&typtype, &category, &elem, &base, &baseMod, &delim, &name)
+		err := q.QueryRow(ctx, typeSQL, cur, curMod).Scan(&typtype, &category, &elem, &base, &baseMod, &delim, &name, &input)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// A type dropped since the relation was described: its values
 			// still arrive as text.
@@ -208,12 +235,19 @@ func resolve(ctx context.Context, q Querier, oid uint32, typmod int32) (resolved
 		case typtype == "d":
 			cur, curMod = uint32(base), baseMod
 			continue
-		case typtype == "b" && category == "A" && elem != 0 && cur != int2vectorOID && cur != oidvectorOID && delim == ",":
+		case typtype == "c", typtype == "b" && input == hstoreInput,
+			cur == int2vectorOID, cur == oidvectorOID:
+			kind = proto.KindToJSONB
+		case typtype == "b" && category == "A" && elem != 0:
 			ek, _, err := Resolve(ctx, q, uint32(elem), curMod)
 			if err != nil {
 				return resolved{}, err
 			}
-			if _, nested := ek.Elem(); !nested {
+			// A list of the element kind when each element reads back as
+			// that kind does; otherwise the whole value as JSON (arrays of
+			// composites, of hstore, of arrays; box[] with its ';').
+			kind = proto.KindToJSONB
+			if _, nested := ek.Elem(); !nested && ek != proto.KindToJSONB && delim == "," {
 				kind = proto.ArrayKind(ek)
 			}
 		}
@@ -227,7 +261,7 @@ WHERE a.attrelid = $1::oid AND a.attname = $2 AND NOT a.attisdropped`
 
 // ResolveColumn resolves a table column: like Resolve for the column's type,
 // except that a column declared with more than one array dimension
-// (int[][]) travels as KindOther, its text form. relid is the table's OID
+// (int[][]) travels as KindToJSONB (nested JSON arrays). relid is the table's OID
 // (pgoutput's RelationMessage.RelationID).
 func ResolveColumn(ctx context.Context, q Querier, relid uint32, column string) (proto.Kind, string, error) {
 	var (
@@ -243,7 +277,7 @@ func ResolveColumn(ctx context.Context, q Querier, relid uint32, column string) 
 		return "", "", err
 	}
 	if _, isArray := kind.Elem(); isArray && ndims > 1 {
-		kind = proto.KindOther
+		kind = proto.KindToJSONB
 	}
 	return kind, pgType, nil
 }

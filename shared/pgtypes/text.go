@@ -1,6 +1,7 @@
 package pgtypes
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -14,7 +15,8 @@ import (
 
 // Sentinels for the infinite values of timestamp, timestamptz and date.
 // A finite value never takes them: parsing rejects a finite timestamp that
-// would land on them (years beyond 294246, ErrOutOfRange).
+// would land on them or beyond (after 294247-01-10 04:00:54.775806,
+// ErrOutOfRange).
 const (
 	TimestampInfinity    = math.MaxInt64 // 'infinity'
 	TimestampNegInfinity = math.MinInt64 // '-infinity'
@@ -124,7 +126,7 @@ func fits(b array.Builder, kind proto.Kind) bool {
 			ok = b.Type().ID() == arrow.BINARY
 		}
 	case proto.KindNumeric, proto.KindText, proto.KindUUID, proto.KindTime, proto.KindInterval,
-		proto.KindJSON, proto.KindJSONB, proto.KindEnum, proto.KindOther:
+		proto.KindJSON, proto.KindJSONB, proto.KindToJSONB, proto.KindEnum, proto.KindOther:
 		_, ok = b.(*array.StringBuilder)
 	}
 	return ok
@@ -185,6 +187,13 @@ func parseScalar(kind proto.Kind, t []byte, buf *[]byte) (scalar, error) {
 		s.raw = *buf
 	case proto.KindNumeric:
 		if !validNumeric(t) {
+			err = ErrSyntax
+		}
+		s.raw = t
+	case proto.KindToJSONB:
+		// Already converted (Shape.AppendJSON): a pack never carries
+		// anything but a JSON document in this kind.
+		if !json.Valid(t) {
 			err = ErrSyntax
 		}
 		s.raw = t

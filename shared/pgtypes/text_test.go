@@ -44,13 +44,18 @@ func TestAppendTextJSON(t *testing.T) {
 		{proto.KindInt32, "2147483647", "2147483647"},
 		{proto.KindInt64, "-9223372036854775808", "-9223372036854775808"},
 		{proto.KindFloat32, "1.1", "1.1"},
-		{proto.KindFloat32, "3.4028235e+38", "3.4028235e+38"},
-		{proto.KindFloat32, "1e+06", "1e+06"},
-		{proto.KindFloat32, "-0", "-0"},
+		// As to_jsonb writes them: float4out/float8out's digits read into a
+		// numeric (no exponent, no negative zero); TestFloatsAsPostgresPrints
+		// checks these against the server for many values.
+		{proto.KindFloat32, "3.4028235e+38", "340282350000000000000000000000000000000"},
+		{proto.KindFloat32, "1e+06", "1000000"},
+		{proto.KindFloat32, "-0", "0"},
+		{proto.KindFloat32, "3.3554448e+07", "33554448"},
 		{proto.KindFloat64, "0.1", "0.1"},
-		{proto.KindFloat64, "1e+15", "1e+15"},
+		{proto.KindFloat64, "1e+15", "1000000000000000"},
+		{proto.KindFloat64, "1.8014398509529112e+16", "18014398509529112"},
 		{proto.KindFloat64, "123456789012345", "123456789012345"},
-		{proto.KindFloat64, "5e-324", "5e-324"},
+		{proto.KindFloat64, "1.5e-10", "0.00000000015"},
 		{proto.KindFloat64, "NaN", `"NaN"`},
 		{proto.KindFloat64, "-Infinity", `"-Infinity"`},
 		{proto.KindNumeric, "-0.00000000000000000001", "-0.00000000000000000001"},

@@ -12,8 +12,8 @@ import (
 // Value is the normalized Go value of arr[i] read as kind: nil for NULL;
 // int64 for int16/int32/int64, timestamps (microseconds since the epoch)
 // and dates (days); float64 for float32 (widened exactly) and float64;
-// bool; string for numeric, text, uuid, time, interval, json, jsonb, enum
-// and other; []byte for bytea; []any of normalized elements for arrays.
+// bool; string for numeric, text, uuid, time, interval, json, jsonb,
+// to_jsonb, enum and other; []byte for bytea; []any of normalized elements for arrays.
 // Strings and bytes are copies: they outlive arr. It returns nil when arr
 // does not match kind or i is out of range; ValueOf says why.
 func Value(arr arrow.Array, i int, kind proto.Kind) any {
@@ -90,7 +90,7 @@ func ValueOf(arr arrow.Array, i int, kind proto.Kind) (any, error) {
 			return append([]byte{}, a.Value(i)...), nil
 		}
 	case proto.KindNumeric, proto.KindText, proto.KindUUID, proto.KindTime, proto.KindInterval,
-		proto.KindJSON, proto.KindJSONB, proto.KindEnum, proto.KindOther:
+		proto.KindJSON, proto.KindJSONB, proto.KindToJSONB, proto.KindEnum, proto.KindOther:
 		if a, ok := arr.(*array.String); ok {
 			return strings.Clone(a.Value(i)), nil
 		}

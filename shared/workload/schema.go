@@ -60,6 +60,9 @@ const ddl = `
 DO $$ BEGIN
   CREATE TYPE public.wl_mood AS ENUM ('sad', 'ok', 'happy', 'ecstatic', 'it''s "complicated"');
 EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE TYPE public.wl_pair AS (a integer, b text, c integer[], d double precision, t timestamptz);
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
 CREATE TABLE IF NOT EXISTS public.wl_orders (
   tenant_id   text          NOT NULL,
   id          bigint        NOT NULL,
@@ -124,6 +127,10 @@ CREATE TABLE IF NOT EXISTS public.wl_wide (
   c_jsonb_arr  jsonb[],
   c_bytea_arr  bytea[],
   c_enum_arr   public.wl_mood[],
+  c_pair       public.wl_pair,
+  c_pair_arr   public.wl_pair[],
+  c_int4_2d    integer[][],
+  c_box_arr    box[],
   PRIMARY KEY (tenant_id, id)
 );
 CREATE TABLE IF NOT EXISTS public.wl_docs (

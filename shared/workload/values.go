@@ -61,6 +61,77 @@ var wideColumns = []wideColumn{
 	{"c_jsonb_arr", "jsonb[]", arrayGen(jsonGen(true), true)},
 	{"c_bytea_arr", "bytea[]", arrayGen(byteaGen, true)},
 	{"c_enum_arr", "public.wl_mood[]", arrayGen(enumGen, true)},
+	// Read back as the JSON to_jsonb gives (proto.KindToJSONB).
+	{"c_pair", "public.wl_pair", pairGen},
+	{"c_pair_arr", "public.wl_pair[]", arrayGen(pairGen, true)},
+	{"c_int4_2d", "integer[][]", int2DGen},
+	{"c_box_arr", "box[]", boxArrGen},
+}
+
+// pairGen makes a public.wl_pair record literal: every field quoted (""
+// and \\ escapes) or empty for NULL, the int[] field an array literal.
+func pairGen(r *rand.Rand, edge bool) *string {
+	fields := []*string{
+		intGen(math.MinInt32, math.MaxInt32)(r, edge), textGen(20)(r, edge),
+		arrayGen(intGen(-9, 9), false)(r, edge), floatGen(64)(r, edge), timestampGen(true)(r, edge),
+	}
+	parts := make([]string, len(fields))
+	for i, f := range fields {
+		if f == nil || r.IntN(8) == 0 {
+			continue // NULL
+		}
+		parts[i] = `"` + strings.NewReplacer(`\`, `\\`, `"`, `""`).Replace(*f) + `"`
+	}
+	return s("(" + strings.Join(parts, ",") + ")")
+}
+
+// int2DGen makes a two-dimensional integer array literal (or {}), NULL
+// elements included, now and then with explicit bounds.
+func int2DGen(r *rand.Rand, edge bool) *string {
+	if edge && r.IntN(2) == 0 {
+		return s("{}")
+	}
+	rows, cols := r.IntN(3)+1, r.IntN(3)+1
+	var b strings.Builder
+	if r.IntN(4) == 0 {
+		fmt.Fprintf(&b, "[0:%d][-1:%d]=", rows-1, cols-2)
+	}
+	b.WriteByte('{')
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('{')
+		for j := range cols {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			if r.IntN(6) == 0 {
+				b.WriteString("NULL")
+			} else {
+				b.WriteString(*intGen(math.MinInt32, math.MaxInt32)(r, edge))
+			}
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte('}')
+	return s(b.String())
+}
+
+// boxArrGen makes a box[] literal: box elements are separated by ';'.
+func boxArrGen(r *rand.Rand, edge bool) *string {
+	if edge && r.IntN(2) == 0 {
+		return s("{}")
+	}
+	parts := make([]string, r.IntN(3)+1)
+	for i := range parts {
+		if r.IntN(6) == 0 {
+			parts[i] = "NULL"
+			continue
+		}
+		parts[i] = fmt.Sprintf("(%d,%d),(%g,%g)", r.IntN(100), r.IntN(100), r.Float64()*-10, r.Float64())
+	}
+	return s("{" + strings.Join(parts, ";") + "}")
 }
 
 func intGen(lo, hi int64) gen {
@@ -124,7 +195,14 @@ func fixedNumericGen(r *rand.Rand, edge bool) *string {
 func floatGen(bits int) gen {
 	return func(r *rand.Rand, edge bool) *string {
 		if edge {
-			switch r.IntN(6) {
+			switch r.IntN(7) {
+			case 5:
+				// Its shortest decimal is a rounding bound, which Postgres
+				// never prints: 1.8014398509529112e+16, 3.3554448e+07.
+				if bits == 32 {
+					return s("33554448")
+				}
+				return s("18014398509529112")
 			case 0:
 				return s("NaN")
 			case 1:

@@ -33,7 +33,14 @@ type Column struct {
 	PgType  string
 	TypeOID uint32
 	TypMod  int32
+	// ToJSON, set for a proto.KindToJSONB column, converts a value's text
+	// form to the JSON that to_jsonb gives before it is appended.
+	ToJSON JSONFunc
 }
+
+// JSONFunc appends to dst the JSON for a value's Postgres text form
+// (pgtypes.Shape.AppendJSON).
+type JSONFunc func(dst, text []byte) ([]byte, error)
 
 // Schema is the Arrow schema of one table's batches.
 type Schema struct {
@@ -133,6 +140,7 @@ type Row struct {
 type Builder struct {
 	Schema *Schema
 	app    AppendFunc
+	json   []byte // scratch for ToJSON
 	rb     *array.RecordBuilder
 	rows   int
 	bytes  int
@@ -172,10 +180,22 @@ func (b *Builder) Append(r *Row) error {
 		fb := b.rb.Field(i)
 		switch r.Kinds[i] {
 		case Text:
-			if err := b.app(fb, b.Schema.Columns[i].Kind, r.Values[i]); err != nil {
-				return fmt.Errorf("%w: %s.%s (%s): %w", ErrValue, b.Schema.Table, b.Schema.Columns[i].Name, b.Schema.Columns[i].PgType, err)
+			c := &b.Schema.Columns[i]
+			v := r.Values[i]
+			if c.ToJSON != nil {
+				var err error
+				if b.json, err = c.ToJSON(b.json[:0], v); err != nil {
+					return fmt.Errorf("%w: %s.%s (%s): %w", ErrValue, b.Schema.Table, c.Name, c.PgType, err)
+				}
+				v = b.json
+				if cap(b.json) > 1<<20 {
+					b.json = nil // keep no large value's buffer between rows
+				}
 			}
-			size += len(r.Values[i]) + 8
+			if err := b.app(fb, c.Kind, v); err != nil {
+				return fmt.Errorf("%w: %s.%s (%s): %w", ErrValue, b.Schema.Table, c.Name, c.PgType, err)
+			}
+			size += len(v) + 8
 		default:
 			fb.AppendNull()
 			size += 2

@@ -198,11 +198,11 @@ func tableSchema(ctx context.Context, dsn string, snap Snapshot, t source.Table,
 	}
 	var out []batch.Column
 	for _, c := range cs {
-		kind, pgType, err := o.Resolve(ctx, t.OID, pgoutput.Column{Name: c.name, TypeOID: uint32(c.oid), TypMod: c.typmod})
+		kind, pgType, toJSON, err := o.Resolve(ctx, t.OID, pgoutput.Column{Name: c.name, TypeOID: uint32(c.oid), TypMod: c.typmod})
 		if err != nil {
 			return nil, fmt.Errorf("resolving %s.%s: %w", t.Name, c.name, err)
 		}
-		out = append(out, batch.Column{Name: c.name, Kind: kind, PgType: pgType, TypeOID: uint32(c.oid), TypMod: c.typmod})
+		out = append(out, batch.Column{Name: c.name, Kind: kind, PgType: pgType, TypeOID: uint32(c.oid), TypMod: c.typmod, ToJSON: toJSON})
 	}
 	return batch.NewSchema(t.Name, out, t.Key, t.Routing)
 }

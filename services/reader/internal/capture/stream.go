@@ -23,8 +23,9 @@ import (
 )
 
 // ColumnResolver gives the kind and Postgres type name of a relation's
-// column (pgtypes.ResolveColumn, falling back to Resolve by type OID).
-type ColumnResolver func(ctx context.Context, relid uint32, col pgoutput.Column) (proto.Kind, string, error)
+// column (pgtypes.ResolveColumn, falling back to Resolve by type OID), and
+// for a proto.KindToJSONB column the conversion of its text form to JSON.
+type ColumnResolver func(ctx context.Context, relid uint32, col pgoutput.Column) (proto.Kind, string, batch.JSONFunc, error)
 
 // FetchFunc reads the current text form of cols of table's row whose key
 // columns equal keyVals (text forms, cast to keyTypes); found is false when
@@ -523,11 +524,11 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	}
 	cols := make([]batch.Column, len(all))
 	for i, c := range all {
-		kind, pgType, err := s.o.Resolve(ctx, r.ID, c)
+		kind, pgType, toJSON, err := s.o.Resolve(ctx, r.ID, c)
 		if err != nil {
 			return fmt.Errorf("resolving type of %s.%s: %w", name, c.Name, err)
 		}
-		cols[i] = batch.Column{Name: c.Name, Kind: kind, PgType: pgType, TypeOID: c.TypeOID, TypMod: c.TypMod}
+		cols[i] = batch.Column{Name: c.Name, Kind: kind, PgType: pgType, TypeOID: c.TypeOID, TypMod: c.TypMod, ToJSON: toJSON}
 		if proto.IsSystemColumn(c.Name) {
 			return s.halt(ctx, t, "reserved_column", fmt.Errorf("column %s: names starting with %s are reserved", c.Name, proto.SystemPrefix))
 		}
