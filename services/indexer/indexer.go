@@ -25,13 +25,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -88,6 +88,8 @@ type Indexer struct {
 	// suspects are the paths the last reconcile pass found missing from
 	// the inventory (only the reconciler goroutine touches it).
 	suspects map[string]bool
+	// lastClean is when the reconciler last removed stale temporary files.
+	lastClean time.Time
 }
 
 // item is one pack waiting in the batch, with the event to ack (nil when
@@ -125,10 +127,12 @@ func New(cfg config.Config, deps Deps) (*Indexer, error) {
 	}
 	log := deps.Log.With("service", "indexer")
 	ix := &Indexer{
-		cfg:   cfg,
-		deps:  deps,
-		log:   log,
-		cat:   catalog.New(deps.Catalog, catalog.Options{Prefix: cfg.Catalog.Prefix, Log: log}),
+		cfg:  cfg,
+		deps: deps,
+		log:  log,
+		cat: catalog.New(deps.Catalog, catalog.Options{Prefix: cfg.Catalog.Prefix, Log: log, Limits: catalog.IndexLimits{
+			MaxMemory: int64(cfg.Indexer.MaxMemory), MaxTime: cfg.Indexer.MaxStatementTime,
+		}}),
 		dlq:   natsx.NewDeadLetter(deps.JS, "indexer"),
 		queue: make(chan item, 1024),
 		bad:   map[string]bool{},
@@ -286,7 +290,7 @@ func (ix *Indexer) check(ctx context.Context, msg jetstream.Msg) (catalog.PackRe
 	if want := proto.PackPath(ev.destination, ev.table, ev.packID); want != ev.path {
 		return catalog.PackRef{}, fmt.Errorf("%w: event path %s, its destination, table and id make %s", catalog.ErrPackMismatch, ev.path, want)
 	}
-	ref, err := catalog.ReadRef(ctx, ix.deps.Packs, ev.path)
+	ref, err := ix.cat.ReadRef(ctx, ix.deps.Packs, ev.path)
 	if err != nil {
 		if errors.Is(err, packstore.ErrNotFound) {
 			return catalog.PackRef{}, fmt.Errorf("%w: %v", errBadEvent, err)
@@ -395,9 +399,7 @@ func (ix *Indexer) index(ctx context.Context, batch []item) error {
 	for i, it := range batch {
 		refs[i] = it.ref
 	}
-	ix.indexMu.Lock()
-	st, err := ix.cat.Index(ctx, ix.deps.Packs, refs)
-	ix.indexMu.Unlock()
+	st, err := ix.indexRefs(ctx, refs)
 	if err != nil {
 		ix.setErr(err)
 		return err
@@ -421,8 +423,36 @@ func (ix *Indexer) ack(it item) {
 	}
 }
 
+// indexRefs indexes refs under indexMu. A panic while indexing (the
+// staging writer decodes packs in Go) is returned as a permanent error
+// naming the packs: the packs were verified before, so this is a bug, but
+// it costs its batch (retried pack by pack, the culprit dead-lettered),
+// never the process.
+func (ix *Indexer) indexRefs(ctx context.Context, refs []catalog.PackRef) (st catalog.IndexStats, err error) {
+	ix.indexMu.Lock()
+	defer ix.indexMu.Unlock()
+	defer func() {
+		if r := recover(); r != nil {
+			paths := make([]string, len(refs))
+			for i, ref := range refs {
+				paths[i] = ref.Path
+			}
+			err = fmt.Errorf("indexing %s: %w: %v", strings.Join(paths, ", "), natsx.ErrPanic, r)
+			ix.log.Error("indexing panicked", "packs", len(refs), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	return ix.cat.Index(ctx, ix.deps.Packs, refs)
+}
+
+// permanent reports whether an indexing error is the pack's own and
+// retrying cannot help: it is dead-lettered.
+func permanent(err error) bool {
+	return errors.Is(err, catalog.ErrBadSchema) || errors.Is(err, packstore.ErrCorruptPack) ||
+		errors.Is(err, catalog.ErrPackMismatch) || errors.Is(err, natsx.ErrPanic)
+}
+
 func (ix *Indexer) retry(it item, err error) {
-	if errors.Is(err, catalog.ErrBadSchema) {
+	if permanent(err) {
 		ix.deadLetter(context.Background(), it, err)
 		return
 	}
@@ -447,176 +477,9 @@ func (ix *Indexer) deadLetter(ctx context.Context, it item, reason error) {
 		}
 		_ = it.msg.NakWithDelay(natsx.Backoff(int(natsx.Delivered(it.msg))))
 	} else {
-		hdr := nats.Header{}
-		hdr.Set(proto.HeaderOrigSubject, "packstore:"+it.ref.Path)
-		err = ix.dlq.SendData(ctx, nil, hdr, reason)
+		err = ix.deadLetterPath(ctx, it.ref.Path, it.ref.Bytes, reason)
 	}
 	if err != nil {
 		ix.log.Error("dead-lettering pack failed", "path", it.ref.Path, "reason", reason, "err", err)
 	}
-}
-
-// reconciler indexes every pack in the store that the inventory lacks, at
-// start and every reconcile_interval (a pack missing at start is indexed by
-// the next pass, if its event has not come by then: see Reconcile).
-func (ix *Indexer) reconciler(ctx context.Context) error {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		n, err := ix.Reconcile(ctx)
-		if err != nil && ctx.Err() == nil {
-			ix.log.Warn("reconciling pack store failed", "err", err)
-			ix.setErr(err)
-		} else if n > 0 {
-			ix.log.Info("reconciler indexed packs missing from the inventory", "packs", n)
-		}
-		t.Reset(ix.cfg.Indexer.ReconcileInterval)
-	}
-}
-
-// Reconcile lists the pack store once and indexes the packs missing from
-// the inventory that were missing at the previous pass too, returning how
-// many it indexed. A pack missing once is usually one whose event the
-// consumer has not reached yet (under load, thousands): indexing it here
-// would race the consumer for nothing. A pack missing at two passes a
-// reconcile_interval apart is one whose event was lost. The listing is
-// checked against the inventory in chunks, so a pass holds one chunk and
-// the suspects, never the whole store's paths.
-func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
-	storeID := ix.deps.Packs.ID()
-	var batch []item
-	var rows int64
-	total := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		refs := make([]catalog.PackRef, len(batch))
-		for i, it := range batch {
-			refs[i] = it.ref
-		}
-		ix.indexMu.Lock()
-		st, err := ix.cat.Index(ctx, ix.deps.Packs, refs)
-		ix.indexMu.Unlock()
-		if err != nil {
-			if len(batch) == 1 && errors.Is(err, catalog.ErrBadSchema) {
-				ix.markBad(batch[0].ref.Path)
-				ix.deadLetter(ctx, batch[0], err)
-				batch, rows = nil, 0
-				return nil
-			}
-			return err
-		}
-		total += st.Packs
-		ix.m.reconciled.Add(float64(st.Packs))
-		ix.m.packs.Add(float64(st.Packs))
-		ix.m.rows.Add(float64(st.Rows))
-		ix.mu.Lock()
-		ix.status.Packs += int64(st.Packs)
-		ix.status.Rows += int64(st.Rows)
-		ix.status.Reconciled += int64(st.Packs)
-		ix.mu.Unlock()
-		batch, rows = nil, 0
-		return nil
-	}
-	prev := ix.suspects
-	next := map[string]bool{}
-	var chunk []string
-	check := func() error {
-		if len(chunk) == 0 {
-			return nil
-		}
-		keys := make([]catalog.PackKey, len(chunk))
-		for i, path := range chunk {
-			keys[i] = catalog.PackKey{StoreID: storeID, PackID: packIDOf(path)}
-		}
-		done, err := ix.cat.Indexed(ctx, keys)
-		if err != nil {
-			return err
-		}
-		paths := chunk
-		chunk = chunk[:0]
-		for i, path := range paths {
-			if done[keys[i]] {
-				continue
-			}
-			if !prev[path] {
-				if len(next) < maxSuspects {
-					next[path] = true
-				}
-				continue
-			}
-			ref, err := catalog.ReadRef(ctx, ix.deps.Packs, path)
-			if errors.Is(err, packstore.ErrCorruptPack) || errors.Is(err, catalog.ErrPackMismatch) {
-				ix.markBad(path)
-				ix.deadLetter(ctx, item{ref: catalog.PackRef{Path: path}}, err)
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			batch = append(batch, item{ref: ref})
-			rows += ref.Meta.Rows
-			if rows >= int64(ix.cfg.Indexer.BatchRows) || len(batch) >= maxBatchPacks {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	err := ix.deps.Packs.List(ctx, "", func(path string) error {
-		if ix.isBad(path) {
-			return nil
-		}
-		chunk = append(chunk, path)
-		if len(chunk) >= reconcileChunk {
-			return check()
-		}
-		return nil
-	})
-	if err == nil {
-		err = check()
-	}
-	if err == nil {
-		err = flush()
-	}
-	ix.suspects = next
-	ix.mu.Lock()
-	ix.status.LastReconcile = time.Now()
-	ix.mu.Unlock()
-	if err != nil {
-		return total, fmt.Errorf("reconciling pack store: %w", err)
-	}
-	return total, nil
-}
-
-// reconcileChunk is how many listed paths one inventory query checks;
-// maxSuspects bounds the packs a pass remembers as missing (more wait for
-// a later pass).
-const (
-	reconcileChunk = 1000
-	maxSuspects    = 100_000
-)
-
-// packIDOf is the pack id of a store path <destination>/<table>/<id>.arrow.
-func packIDOf(path string) string {
-	return strings.TrimSuffix(path[strings.LastIndexByte(path, '/')+1:], ".arrow")
-}
-
-func (ix *Indexer) markBad(path string) {
-	ix.mu.Lock()
-	ix.bad[path] = true
-	ix.mu.Unlock()
-}
-
-func (ix *Indexer) isBad(path string) bool {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	return ix.bad[path]
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -42,7 +43,7 @@ func (c *Catalog) Indexed(ctx context.Context, keys []PackKey) (map[PackKey]bool
 		for i, k := range chunk {
 			tuples[i] = "(" + quote(k.StoreID) + ", " + quote(k.PackID) + ")"
 		}
-		res, err := c.conn.Query(ctx, "SELECT DISTINCT store_id, pack_id FROM "+ident(c.n.packs())+" WHERE (store_id, pack_id) IN ("+strings.Join(tuples, ", ")+")")
+		res, err := c.conn.Query(ctx, "SELECT DISTINCT store_id, pack_id FROM "+ident(c.n.packs())+" WHERE (store_id, pack_id) IN ("+strings.Join(tuples, ", ")+")"+c.limits.settings())
 		if err != nil {
 			return nil, fmt.Errorf("reading pack inventory: %w", err)
 		}
@@ -55,7 +56,7 @@ func (c *Catalog) Indexed(ctx context.Context, keys []PackKey) (map[PackKey]bool
 
 // Inventory returns the paths of every pack the inventory records from storeID.
 func (c *Catalog) Inventory(ctx context.Context, storeID string) (map[string]bool, error) {
-	res, err := c.conn.Query(ctx, "SELECT DISTINCT path FROM "+ident(c.n.packs())+" WHERE store_id = "+quote(storeID))
+	res, err := c.conn.Query(ctx, "SELECT DISTINCT path FROM "+ident(c.n.packs())+" WHERE store_id = "+quote(storeID)+c.limits.settings())
 	if err != nil {
 		return nil, fmt.Errorf("reading pack inventory: %w", err)
 	}
@@ -129,6 +130,7 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 			return st, fmt.Errorf("indexing packs of %s: %w", g.ti.Name, err)
 		}
 		plan, err := c.insertPlan(g.ti, g.packs[0].Schema)
+		plan.settings = insertSettings + c.limits.settingsList()
 		if err != nil {
 			return st, err
 		}
@@ -165,8 +167,49 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 // (rows equal on the whole sort key are copies of one change; merges and the
 // read path's resolution fold them anyway). Measured on chDB with 5 packs of
 // 10,000 rows per INSERT, settings interleaved in one process on the loaded
-// machine: median 169k rows/s against 110k with the defaults.
-const insertSettings = " SETTINGS max_insert_threads = 2, optimize_on_insert = 0"
+// machine: median 169k rows/s against 110k with the defaults. The limits
+// (IndexLimits) follow.
+const insertSettings = " SETTINGS max_insert_threads = 2, optimize_on_insert = 0, "
+
+// Defaults of IndexLimits (config indexer.max_memory, indexer.max_statement_time).
+const (
+	DefaultIndexMaxMemory = 1 << 30
+	DefaultIndexMaxTime   = 30 * time.Second
+)
+
+// IndexLimits bound indexing, so that no pack can make it take unbounded
+// memory or time: a statement over a limit fails (and is retried pack by
+// pack, then with backoff) instead of stalling the engine, which on chDB
+// runs one statement at a time for every user of the process (the
+// publisher's lease renewal waits behind it).
+type IndexLimits struct {
+	// MaxMemory bounds one indexing statement in the engine
+	// (max_memory_usage) and what verifying one pack may allocate at a time
+	// in Go (packstore.VerifyPack). 0: DefaultIndexMaxMemory.
+	MaxMemory int64
+	// MaxTime bounds one indexing statement (max_execution_time; whole
+	// seconds, at least 1). 0: DefaultIndexMaxTime.
+	MaxTime time.Duration
+}
+
+func (l IndexLimits) withDefaults() IndexLimits {
+	if l.MaxMemory <= 0 {
+		l.MaxMemory = DefaultIndexMaxMemory
+	}
+	if l.MaxTime <= 0 {
+		l.MaxTime = DefaultIndexMaxTime
+	}
+	return l
+}
+
+// settingsList is the limits as ClickHouse query settings.
+func (l IndexLimits) settingsList() string {
+	secs := max(int64((l.MaxTime+time.Second-1)/time.Second), 1)
+	return "max_memory_usage = " + strconv.FormatInt(l.MaxMemory, 10) + ", max_execution_time = " + strconv.FormatInt(secs, 10) + ", timeout_overflow_mode = 'throw'"
+}
+
+// settings is a SETTINGS clause of the limits, for the indexer's queries.
+func (l IndexLimits) settings() string { return " SETTINGS " + l.settingsList() }
 
 // insertPlan is the INSERT ... SELECT of one group (one table, one schema)
 // without its source: the target columns, the structure file() reads the
@@ -176,6 +219,7 @@ type insertPlan struct {
 	target    string // column list, destination first and pack identity last
 	structure []string
 	common    string // the select list between destination and the pack identity
+	settings  string // the SETTINGS clause
 }
 
 func (c *Catalog) insertPlan(ti TableInfo, s *arrow.Schema) (insertPlan, error) {
@@ -247,14 +291,14 @@ func (p insertPlan) unionSQL(store packstore.Store, packs []PackRef) ([]string, 
 		}
 		part := "SELECT " + quote(pk.Meta.Destination) + ", " + p.common + ", " + quote(store.ID()) + ", " + quote(pk.Meta.PackID) + " FROM " + tf
 		if len(parts) > 0 && size+len(part)+len(" UNION ALL ") > maxUnionQuery {
-			out = append(out, head+strings.Join(parts, " UNION ALL ")+insertSettings)
+			out = append(out, head+strings.Join(parts, " UNION ALL ")+p.settings)
 			parts, size = nil, len(head)
 		}
 		parts = append(parts, part)
 		size += len(part) + len(" UNION ALL ")
 	}
 	if len(parts) > 0 {
-		out = append(out, head+strings.Join(parts, " UNION ALL ")+insertSettings)
+		out = append(out, head+strings.Join(parts, " UNION ALL ")+p.settings)
 	}
 	return out, nil
 }
@@ -271,23 +315,36 @@ func (c *Catalog) recordPacks(ctx context.Context, storeID string, packs []PackR
 			quote(storeID), quote(m.PackID), quote(m.Destination), quote(m.Table), quote(p.Path), quote(m.Schema),
 			uint64(m.First.LSN), m.First.Seq, uint64(m.Last.LSN), m.Last.Seq, m.Rows, m.Tombstones, p.Bytes, quote(p.Trace))
 	}
-	q := "INSERT INTO " + ident(c.n.packs()) + " (store_id, pack_id, destination, table, path, fingerprint, first_lsn, first_seq, last_lsn, last_seq, rows, tombstones, bytes, indexed_at, trace) VALUES " + strings.Join(vals, ", ")
+	q := "INSERT INTO " + ident(c.n.packs()) + " (store_id, pack_id, destination, table, path, fingerprint, first_lsn, first_seq, last_lsn, last_seq, rows, tombstones, bytes, indexed_at, trace)" + c.limits.settings() + " VALUES " + strings.Join(vals, ", ")
 	if err := c.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("recording %d packs in the inventory: %w", len(packs), err)
 	}
 	return nil
 }
 
-// ReadRef reads a pack's footer from store and checks it against the
-// path it was found at: the path must be the footer's own
-// <destination>/<table>/<pack_id>.arrow. Errors wrapping
-// packstore.ErrCorruptPack or ErrPackMismatch are permanent for the pack.
+// ReadRef reads a pack from store, verifies it whole (packstore.VerifyPack,
+// within the default limits) and checks it against the path it was found
+// at: the path must be the footer's own <destination>/<table>/<pack_id>.arrow.
+// Errors wrapping packstore.ErrCorruptPack or ErrPackMismatch are permanent
+// for the pack.
 func ReadRef(ctx context.Context, store packstore.Store, path string) (PackRef, error) {
+	return readRef(ctx, store, path, 0)
+}
+
+// ReadRef is the package's ReadRef within c's limits.
+func (c *Catalog) ReadRef(ctx context.Context, store packstore.Store, path string) (PackRef, error) {
+	return readRef(ctx, store, path, c.limits.MaxMemory)
+}
+
+// readRef verifies the whole pack before anything (the staging writer,
+// the engine) reads its rows: a pack whose bytes were damaged after it was
+// written is refused here, as corrupt, whatever part the damage hit.
+func readRef(ctx context.Context, store packstore.Store, path string, limit int64) (PackRef, error) {
 	data, err := store.Get(ctx, path)
 	if err != nil {
 		return PackRef{}, err
 	}
-	meta, schema, err := packstore.ReadPackMeta(data)
+	meta, schema, err := packstore.VerifyPack(data, limit)
 	if err != nil {
 		return PackRef{}, fmt.Errorf("reading pack %s: %w", path, err)
 	}

@@ -34,14 +34,17 @@ type Options struct {
 	// Prefix names every catalog object (config catalog.prefix); default "sluice".
 	Prefix string
 	Log    *slog.Logger
+	// Limits bound every indexing statement and pack verification (index.go).
+	Limits IndexLimits
 }
 
 // Catalog is the schema owner and the index, publish and read API over one
 // Conn. It is safe for concurrent use.
 type Catalog struct {
-	conn Conn
-	n    names
-	log  *slog.Logger
+	conn   Conn
+	n      names
+	log    *slog.Logger
+	limits IndexLimits
 
 	mu     sync.Mutex // guards tables
 	tables map[string]*tableState
@@ -103,7 +106,7 @@ func New(conn Conn, opts Options) *Catalog {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Catalog{conn: conn, n: names{prefix: opts.Prefix}, log: opts.Log, tables: map[string]*tableState{}}
+	return &Catalog{conn: conn, n: names{prefix: opts.Prefix}, log: opts.Log, limits: opts.Limits.withDefaults(), tables: map[string]*tableState{}}
 }
 
 // Conn returns the connection the catalog runs on.

@@ -92,7 +92,7 @@ func (p insertPlan) stagedSQL(dir, storeID string, packs []PackRef) (query, path
 	structure := strings.Join(append(p.structure[:len(p.structure):len(p.structure)],
 		ident(stageDest)+" String", ident(stageStore)+" String", ident(stagePack)+" String"), ", ")
 	query = "INSERT INTO " + p.table + " (" + p.target + ") SELECT " + ident(stageDest) + ", " + p.common + ", " +
-		ident(stageStore) + ", " + ident(stagePack) + " FROM file(" + quote(path) + ", 'Arrow', " + quote(structure) + ")" + insertSettings
+		ident(stageStore) + ", " + ident(stagePack) + " FROM file(" + quote(path) + ", 'Arrow', " + quote(structure) + ")" + p.settings
 	return query, path, nil
 }
 

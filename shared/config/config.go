@@ -180,6 +180,12 @@ type Indexer struct {
 	BatchRows         int           `yaml:"batch_rows"`
 	BatchWait         time.Duration `yaml:"batch_wait"`
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
+	// MaxMemory bounds one indexing statement in the catalog engine
+	// (max_memory_usage) and what verifying one pack may allocate at a time.
+	MaxMemory ByteSize `yaml:"max_memory"`
+	// MaxStatementTime bounds one indexing statement (max_execution_time,
+	// whole seconds).
+	MaxStatementTime time.Duration `yaml:"max_statement_time"`
 }
 
 // Publisher publishes catalog snapshots.
@@ -265,6 +271,8 @@ func Default() Config {
 			BatchRows:         50000,
 			BatchWait:         200 * time.Millisecond,
 			ReconcileInterval: time.Minute,
+			MaxMemory:         1 << 30,
+			MaxStatementTime:  30 * time.Second,
 		},
 		Publisher: Publisher{Interval: time.Second, LeaseTTL: 10 * time.Second},
 		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
@@ -518,6 +526,8 @@ func (c *Config) Validate() error {
 		{"indexer.batch_rows", int64(c.Indexer.BatchRows)},
 		{"indexer.batch_wait", int64(c.Indexer.BatchWait)},
 		{"indexer.reconcile_interval", int64(c.Indexer.ReconcileInterval)},
+		{"indexer.max_memory", int64(c.Indexer.MaxMemory)},
+		{"indexer.max_statement_time", int64(c.Indexer.MaxStatementTime)},
 		{"publisher.interval", int64(c.Publisher.Interval)},
 		{"publisher.lease_ttl", int64(c.Publisher.LeaseTTL)},
 		{"nats.max_age", int64(c.NATS.MaxAge)},

@@ -71,6 +71,15 @@ func (d *DeadLetter) SendData(ctx context.Context, body []byte, hdr nats.Header,
 	return d.send(ctx, body, copyHeader(hdr), reason, d.dataID(body, hdr))
 }
 
+// SendDataWithID is SendData with the dead letter's identity given: for
+// something no message stands behind (a file found by a sweep), id names
+// it (e.g. its path), so that recording the same thing again is
+// deduplicated and two different things never are. The Nats-Msg-Id is
+// "d:<stage>:" + id.
+func (d *DeadLetter) SendDataWithID(ctx context.Context, id string, body []byte, hdr nats.Header, reason error) error {
+	return d.send(ctx, body, copyHeader(hdr), reason, "d:"+d.stage+":"+id)
+}
+
 func (d *DeadLetter) dataID(body []byte, hdr nats.Header) string {
 	if orig := hdr.Get(proto.HeaderMsgID); orig != "" {
 		return "d:" + d.stage + ":id:" + orig

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 )
 
 // PackMeta is what a pack's footer says about it.
@@ -55,36 +56,42 @@ type summary struct {
 
 func summarize(recs []arrow.RecordBatch) (summary, error) {
 	var s summary
-	started := false
 	for _, rec := range recs {
-		sc := rec.Schema()
-		opI, lsnI, seqI := sc.FieldIndices(proto.ColOp), sc.FieldIndices(proto.ColLSN), sc.FieldIndices(proto.ColSeq)
-		if len(opI) != 1 || len(lsnI) != 1 || len(seqI) != 1 {
-			return s, fmt.Errorf("%w: rows lack the system columns %s, %s, %s", ErrBadPackMeta, proto.ColOp, proto.ColLSN, proto.ColSeq)
+		if err := s.add(rec); err != nil {
+			return s, err
 		}
-		op, ok1 := rec.Column(opI[0]).(*array.Int8)
-		lsn, ok2 := rec.Column(lsnI[0]).(*array.Uint64)
-		seq, ok3 := rec.Column(seqI[0]).(*array.Uint64)
-		if !ok1 || !ok2 || !ok3 {
-			return s, fmt.Errorf("%w: system columns have the wrong types (want int8, uint64, uint64)", ErrBadPackMeta)
-		}
-		n := int(rec.NumRows())
-		for i := 0; i < n; i++ {
-			p := proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}
-			if !started || p.Less(s.first) {
-				s.first = p
-			}
-			if !started || s.last.Less(p) {
-				s.last = p
-			}
-			started = true
-			if proto.IsTombstone(op.Value(i)) {
-				s.tombstones++
-			}
-		}
-		s.rows += int64(n)
 	}
 	return s, nil
+}
+
+// add counts rec's rows into s.
+func (s *summary) add(rec arrow.RecordBatch) error {
+	sc := rec.Schema()
+	opI, lsnI, seqI := sc.FieldIndices(proto.ColOp), sc.FieldIndices(proto.ColLSN), sc.FieldIndices(proto.ColSeq)
+	if len(opI) != 1 || len(lsnI) != 1 || len(seqI) != 1 {
+		return fmt.Errorf("%w: rows lack the system columns %s, %s, %s", ErrBadPackMeta, proto.ColOp, proto.ColLSN, proto.ColSeq)
+	}
+	op, ok1 := rec.Column(opI[0]).(*array.Int8)
+	lsn, ok2 := rec.Column(lsnI[0]).(*array.Uint64)
+	seq, ok3 := rec.Column(seqI[0]).(*array.Uint64)
+	if !ok1 || !ok2 || !ok3 {
+		return fmt.Errorf("%w: system columns have the wrong types (want int8, uint64, uint64)", ErrBadPackMeta)
+	}
+	n := int(rec.NumRows())
+	for i := 0; i < n; i++ {
+		p := proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}
+		if s.rows == 0 && i == 0 || p.Less(s.first) {
+			s.first = p
+		}
+		if s.rows == 0 && i == 0 || s.last.Less(p) {
+			s.last = p
+		}
+		if proto.IsTombstone(op.Value(i)) {
+			s.tombstones++
+		}
+	}
+	s.rows += int64(n)
+	return nil
 }
 
 // CompressMinBytes is the column data size from which a pack's bodies are
@@ -269,13 +276,17 @@ func metaFromSchema(s *arrow.Schema) (PackMeta, error) {
 }
 
 // ReadPackMeta reads only a pack's footer: its metadata and schema (with
-// the table's and the pack's metadata).
+// the table's and the pack's metadata). It checks the footer's flatbuffer
+// before the Arrow reader trusts it, but not the rows: VerifyPack does.
 func ReadPackMeta(data []byte) (meta PackMeta, schema *arrow.Schema, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("reading pack footer: %w: %v", ErrCorruptPack, r)
 		}
 	}()
+	if err := arrowcodec.VerifyFileFooter(data); err != nil {
+		return PackMeta{}, nil, fmt.Errorf("reading pack footer: %w: %v", ErrCorruptPack, err)
+	}
 	rd, err := ipc.NewFileReader(bytes.NewReader(data))
 	if err != nil {
 		return PackMeta{}, nil, fmt.Errorf("reading pack footer: %w: %v", ErrCorruptPack, err)
@@ -288,50 +299,144 @@ func ReadPackMeta(data []byte) (meta PackMeta, schema *arrow.Schema, err error) 
 	return meta, rd.Schema(), nil
 }
 
-// DecodePack reads a whole pack. The caller releases every returned batch.
+// DecodeLimit is the default bound on what decoding one pack may allocate
+// at a time (one record batch, decompressed) and on the decompressed size
+// of any of its batches. A pack's batch is one routed message, a few MiB.
+const DecodeLimit = 1 << 30
+
+// DecodePack reads a whole pack, verified as VerifyPack verifies it. The
+// caller releases every returned batch.
 func DecodePack(data []byte, mem memory.Allocator) (meta PackMeta, recs []arrow.RecordBatch, err error) {
+	meta, _, err = decodePack(data, mem, DecodeLimit, func(rec arrow.RecordBatch) {
+		rec.Retain()
+		recs = append(recs, rec)
+	})
+	if err != nil {
+		for _, rec := range recs {
+			rec.Release()
+		}
+		return PackMeta{}, nil, err
+	}
+	return meta, recs, nil
+}
+
+// VerifyPack checks a whole pack without keeping its rows (one batch is in
+// memory at a time, within limit bytes; 0 means DecodeLimit): the file's
+// framing, footer and flatbuffers, every compressed buffer's frame to its
+// checksum, every batch with array.ValidateRecordFull, the schema against
+// the kinds its columns declare, and the footer's rows, tombstones, first
+// and last positions against the rows. Every error wraps ErrCorruptPack.
+// A pack that passes can be read by arrow-go and by the catalog engine
+// without either trusting a damaged length.
+func VerifyPack(data []byte, limit int64) (PackMeta, *arrow.Schema, error) {
+	return decodePack(data, nil, limit, nil)
+}
+
+// decodePack verifies data and calls keep (when non-nil) with every batch,
+// which it releases after keep returns.
+func decodePack(data []byte, mem memory.Allocator, limit int64, keep func(arrow.RecordBatch)) (meta PackMeta, schema *arrow.Schema, err error) {
+	if limit <= 0 {
+		limit = DecodeLimit
+	}
+	la := arrowcodec.NewLimitedAllocator(mem, limit)
 	defer func() {
 		if r := recover(); r != nil {
-			for _, rec := range recs {
-				rec.Release()
-			}
-			recs = nil
 			err = fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, r)
 		}
+		if err != nil {
+			la.ReleaseLeaked()
+		}
 	}()
-	if mem == nil {
-		mem = memory.DefaultAllocator
+	if err := arrowcodec.VerifyFile(data, limit); err != nil {
+		return PackMeta{}, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
 	}
-	rd, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(mem))
+	rd, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(la))
 	if err != nil {
 		return PackMeta{}, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
 	}
 	defer rd.Close()
-	meta, err = metaFromSchema(rd.Schema())
+	schema = rd.Schema()
+	meta, err = metaFromSchema(schema)
 	if err != nil {
 		return PackMeta{}, nil, fmt.Errorf("decoding pack: %w", err)
 	}
-	release := func() {
-		for _, rec := range recs {
-			rec.Release()
-		}
-		recs = nil
+	if err := checkSchema(schema); err != nil {
+		return PackMeta{}, nil, fmt.Errorf("decoding pack %s: %w: %v", meta.PackID, ErrCorruptPack, err)
 	}
-	var rows int64
+	var sum summary
 	for i := 0; i < rd.NumRecords(); i++ {
 		rec, err := rd.RecordBatchAt(i)
 		if err != nil {
-			release()
 			return PackMeta{}, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
 		}
-		recs = append(recs, rec)
-		rows += rec.NumRows()
+		err = array.ValidateRecordFull(rec)
+		if err == nil {
+			err = sum.add(rec)
+		}
+		if err == nil && keep != nil {
+			keep(rec)
+		}
+		rec.Release()
+		if err != nil {
+			return PackMeta{}, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
+		}
 	}
-	if rows != meta.Rows {
-		release()
-		return PackMeta{}, nil, fmt.Errorf("decoding pack %s: %w: footer says %d rows, file holds %d", meta.PackID, ErrCorruptPack, meta.Rows, rows)
+	for _, c := range []struct {
+		name         string
+		footer, rows any
+	}{
+		{"rows", meta.Rows, sum.rows},
+		{"tombstones", meta.Tombstones, sum.tombstones},
+		{"first position", meta.First, sum.first},
+		{"last position", meta.Last, sum.last},
+	} {
+		if c.footer != c.rows {
+			return PackMeta{}, nil, fmt.Errorf("decoding pack %s: %w: footer says %s %v, the rows say %v", meta.PackID, ErrCorruptPack, c.name, c.footer, c.rows)
+		}
 	}
-	return meta, recs, nil
+	return meta, schema, nil
+}
+
+// checkSchema checks a pack's columns against what they declare: the
+// system columns sluice reads have their types, and every other column the
+// Arrow type of the kind in its sluice.kind metadata (which the catalog
+// reads it as).
+func checkSchema(s *arrow.Schema) error {
+	sys := map[string]arrow.DataType{
+		proto.ColOp:         arrow.PrimitiveTypes.Int8,
+		proto.ColLSN:        arrow.PrimitiveTypes.Uint64,
+		proto.ColSeq:        arrow.PrimitiveTypes.Uint64,
+		proto.ColCommitTime: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"},
+		proto.ColUnchanged:  arrow.ListOf(arrow.BinaryTypes.String),
+		proto.ColNulls:      arrow.ListOf(arrow.BinaryTypes.String),
+	}
+	seen := map[string]bool{}
+	for _, f := range s.Fields() {
+		if seen[f.Name] {
+			return fmt.Errorf("column %q appears twice", f.Name)
+		}
+		seen[f.Name] = true
+		if proto.IsSystemColumn(f.Name) {
+			if want, ok := sys[f.Name]; ok && !arrow.TypeEqual(f.Type, want) {
+				return fmt.Errorf("system column %s is %s, want %s", f.Name, f.Type, want)
+			}
+			continue
+		}
+		k, err := proto.FieldKind(f)
+		if err != nil {
+			return err
+		}
+		want, _ := k.ArrowType()
+		if !arrow.TypeEqual(f.Type, want) {
+			return fmt.Errorf("column %q declares kind %s (%s) but holds %s", f.Name, k, want, f.Type)
+		}
+	}
+	for _, c := range []string{proto.ColOp, proto.ColLSN, proto.ColSeq} {
+		if !seen[c] {
+			return fmt.Errorf("no system column %s", c)
+		}
+	}
+	return nil
 }
 
 // nullArrays returns recs with the proto.ColNulls column added, naming in

@@ -38,6 +38,9 @@ type Store interface {
 	TableFunction(path string) string
 }
 
+// tempPrefix starts the name of a pack being written (see Put).
+const tempPrefix = ".tmp-"
+
 var (
 	fileRe    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$`)
 	storeIDRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
@@ -168,7 +171,7 @@ func (d *DirStore) Put(ctx context.Context, path string, data []byte) error {
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
 	if err := writeSync(tmp, data); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("writing pack %s: %w", path, err)
@@ -265,7 +268,7 @@ func (d *DirStore) PutMany(ctx context.Context, items []PutItem) []error {
 		}
 		var rnd [8]byte
 		_, _ = rand.Read(rnd[:])
-		tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(rnd[:]))
+		tmp := filepath.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
 		if err := writeFile(tmp, it.Data, d.fsyncEach); err != nil {
 			_ = os.Remove(tmp)
 			errs[i] = fmt.Errorf("writing pack %s: %w", it.Path, err)
