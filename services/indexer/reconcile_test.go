@@ -1,16 +1,22 @@
 package indexer_test
 
 import (
+	"os"
+	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/indexer"
+	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
 	"github.com/sluice-cdc/sluice/shared/chtest"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
+	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
 )
 
 // TestReconcileIndexesPacksMissingTwice: packs in the store that no event
@@ -89,5 +95,78 @@ func TestReconcileIndexesPacksMissingTwice(t *testing.T) {
 	}
 	if info.State.Msgs != 1 {
 		t.Fatalf("dead letters: %d, want 1 (the corrupt pack, once)", info.State.Msgs)
+	}
+}
+
+// TestReconcileDeadLettersEveryCorruptPack: N corrupt files in the store
+// give N dead letters, each naming its path and reason in headers and
+// carrying the pack event that replays to its PACKS subject; a later sweep
+// of the same files (another indexer, which has not marked them) adds none.
+// Before, the dead letters had no body and one message id, so JetStream
+// kept the first and dropped the others as duplicates (and a pack whose
+// body was damaged failed every pass).
+func TestReconcileDeadLettersEveryCorruptPack(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	good, _ := catalogtest.Encode(t, catalogtest.Items, "local", "shop1", "p-sound", rowsOf("shop1", 0, 2000))
+	other, _ := catalogtest.Encode(t, catalogtest.Items, "local", "shop9", "p-elsewhere", rowsOf("shop9", 0, 3))
+	files := map[string][]byte{
+		"shop1/public.items/p-garbage.arrow":   []byte("not a pack"),
+		"shop1/public.items/p-truncated.arrow": good[:len(good)/2],
+		"shop2/public.items/p-sound.arrow":     good,  // footer names shop1
+		"shop3/public.items/p-elsewhere.arrow": other, // footer names shop9
+	}
+	if os.Getenv("SLUICE_TEST_FOOTER_ONLY") == "" {
+		files["shop1/public.items/p-sound.arrow"] = pt.DamageBody(good, 64) // its own path, body damaged
+	}
+	for p, b := range files {
+		if err := h.store.Put(ctx, p, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 2 {
+		ix, err := indexer.New(h.cfg, indexer.Deps{JS: h.js, Catalog: h.conn, Packs: h.store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ix.Catalog().EnsureSchema(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := ix.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := ix.Status(); round == 0 && st.DeadLettered != int64(len(files)) {
+			t.Fatalf("status %+v, want %d dead letters", st, len(files))
+		}
+		dls := h.deadLetters(t)
+		if len(dls) != len(files) {
+			t.Fatalf("round %d: %d dead letters for %d corrupt files", round, len(dls), len(files))
+		}
+		seen := map[string]bool{}
+		for _, dl := range dls {
+			path := dl.Header.Get(indexer.HeaderPackPath)
+			if files[path] == nil || seen[path] {
+				t.Fatalf("dead letter names path %q", path)
+			}
+			seen[path] = true
+			if dl.Header.Get(proto.HeaderReason) == "" || dl.Header.Get(indexer.HeaderStoreID) != "local" {
+				t.Fatalf("dead letter of %s: headers %v", path, dl.Header)
+			}
+			dest, _, _ := strings.Cut(path, "/")
+			if got := dl.Header.Get(proto.HeaderOrigSubject); got != proto.PacksSubject(dest) {
+				t.Fatalf("dead letter of %s replays to %s", path, got)
+			}
+			rec, err := arrowcodec.Decode(dl.Data, nil)
+			if err != nil {
+				t.Fatalf("dead letter body of %s: %v", path, err)
+			}
+			col := rec.Column(rec.Schema().FieldIndices("path")[0]).(*array.String)
+			if col.Value(0) != path {
+				t.Fatalf("dead letter body names %s, want %s", col.Value(0), path)
+			}
+			rec.Release()
+		}
 	}
 }
