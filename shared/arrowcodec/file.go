@@ -78,7 +78,7 @@ func VerifyFile(data []byte, maxBatch int64) error {
 		return fmt.Errorf("footer record batches: %w", err)
 	}
 	end := int64(len(data) - len(footer) - 10) // where the footer starts
-	dec := &decompressors{}
+	dec := &decompressors{maxBatch: maxBatch}
 	defer dec.close()
 	for i := range n {
 		p := start + i*blockSize
@@ -231,8 +231,9 @@ func verifyBlock(meta, body []byte, maxBatch int64, dec *decompressors) error {
 
 // decompressors reuses one decoder per codec across a file's buffers.
 type decompressors struct {
-	zstd *zstd.Decoder
-	lz4  *lz4.Reader
+	maxBatch int64 // bounds a zstd frame's window too
+	zstd     *zstd.Decoder
+	lz4      *lz4.Reader
 }
 
 // count decompresses src to its end (verifying the frame's checksum) and
@@ -242,7 +243,8 @@ func (d *decompressors) count(codec int, src []byte, limit int64) (int64, error)
 	switch codec {
 	case codecZstd:
 		if d.zstd == nil {
-			dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(max(limit, 1<<20))*2))
+			bound := uint64(min(max(d.maxBatch, zstd.MinWindowSize), zstd.MaxWindowSize))
+			dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(bound), zstd.WithDecoderMaxMemory(bound))
 			if err != nil {
 				return 0, err
 			}
