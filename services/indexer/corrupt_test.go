@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,6 +242,65 @@ func TestCorruptPackIsDeadLettered(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Fatalf("fresh temporary file removed: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// panickyStore is the real directory store, except that building the
+// engine's read of one path panics: a fake for the one fault no real pack
+// can produce on demand any more (a bug in Go code that indexing runs).
+type panickyStore struct {
+	*packstore.DirStore
+	bad string
+}
+
+func (s panickyStore) TableFunction(path string) string {
+	if path == s.bad {
+		panic("test: a bug while indexing " + path)
+	}
+	return s.DirStore.TableFunction(path)
+}
+
+// TestIndexPanicIsDeadLettered: a panic while indexing a batch costs the
+// batch one retry pack by pack and the culprit a dead letter (a permanent
+// error), never the process; the other pack of the batch is indexed.
+func TestIndexPanicIsDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	h.cfg.Indexer.BatchWait = 500 * time.Millisecond
+	// Over the staging size, so the engine reads it in place.
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var rows []catalogtest.Row
+	for i := range 6000 {
+		rows = append(rows, catalogtest.Ins(100, uint64(i+1), map[string]any{"id": int64(i), "tenant": "shop1", "name": fmt.Sprintf("%016x%016x%016x", rnd.Uint64(), rnd.Uint64(), rnd.Uint64())}))
+	}
+	bugged := catalogtest.Write(t, h.store, catalogtest.Items, "shop1", "p-bug", rows)
+	fine := catalogtest.Write(t, h.store, catalogtest.Items, "shop2", "p-fine", rowsOf("shop2", 0, 3))
+	ix, err := indexer.New(h.cfg, indexer.Deps{JS: h.js, Catalog: h.conn, Packs: panickyStore{h.store, bugged.Path()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ix.Run(ctx) }()
+	h.announce(t, bugged, 0)
+	h.announce(t, fine, 0)
+	eventually(t, 30*time.Second, "the other pack indexed and the culprit dead-lettered", func() (bool, string) {
+		got, err := ix.Catalog().Indexed(ctx, []catalog.PackKey{{StoreID: "local", PackID: fine.PackID}})
+		n := len(h.deadLetters(t))
+		return err == nil && len(got) == 1 && n == 1, fmt.Sprintf("indexed %d (%v), %d dead letters", len(got), err, n)
+	})
+	reason := h.deadLetters(t)[0].Header.Get(proto.HeaderReason)
+	if !strings.Contains(reason, natsx.ErrPanic.Error()) || !strings.Contains(reason, bugged.Path()) {
+		t.Fatalf("dead letter reason %q", reason)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the indexer stopped: %v", err)
+	default:
 	}
 	cancel()
 	if err := <-done; err != nil {
