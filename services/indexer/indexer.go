@@ -11,13 +11,21 @@
 // inventory row is written, and never block other packs on a bad one.
 //
 // NOTES
+//   - Every pack is verified whole (catalog.ReadRef, packstore.VerifyPack)
+//     before the staging writer or the engine reads its rows; a corrupt one
+//     is dead-lettered with its path and reason. A panic while indexing is a
+//     permanent error for its pack. Every indexing statement is bounded by
+//     indexer.max_memory and indexer.max_statement_time.
 //   - Events are gathered for up to indexer.batch_wait or indexer.batch_rows
 //     rows, then indexed together: one INSERT ... SELECT per (table, schema)
 //     over a UNION ALL of the packs' files. A failed batch is retried pack by
 //     pack, so one bad pack cannot hold the others back.
 //   - The reconciler lists the pack store every indexer.reconcile_interval
 //     (and at start) and indexes packs missing from the inventory: events
-//     are hints, the scan is completeness.
+//     are hints, the scan is completeness. Its dead letters are the pack
+//     events the flusher would have sent, with a message id from the store
+//     and path. It also removes the stale temporary files of killed writes
+//     (DirStore.CleanTemp) at start and every 10 minutes.
 package indexer
 
 import (

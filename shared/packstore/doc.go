@@ -18,6 +18,14 @@
 //     the directory; the temp file is then removed.
 //   - EncodePack derives Rows, Tombstones, First and Last from the rows'
 //     system columns and refuses a PackMeta that disagrees with them.
-//   - DecodePack and ReadPackMeta recover from panics inside the Arrow IPC
-//     reader on corrupt input and return an error wrapping ErrCorruptPack.
+//   - VerifyPack (and DecodePack, which keeps the batches) checks a whole pack
+//     before arrow-go reads it (arrowcodec.VerifyFile: footer, blocks,
+//     flatbuffers, compressed frames to their checksums), reads it through a
+//     limited allocator, validates every batch fully, checks the columns
+//     against their declared kinds and the footer's counts and positions
+//     against the rows. ReadPackMeta checks only the footer. All recover
+//     from panics inside the Arrow IPC reader and return errors wrapping
+//     ErrCorruptPack.
+//   - DirStore.CleanTemp removes the temporary files of killed writes once
+//     they are older than TempMaxAge (an hour); the indexer runs it.
 package packstore

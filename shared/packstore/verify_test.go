@@ -162,3 +162,20 @@ func TestVerifyPackBoundsMemory(t *testing.T) {
 		t.Fatalf("16 KiB limit: got %v", err)
 	}
 }
+
+// BenchmarkVerifyPack: what verifying a pack whole costs the indexer, for
+// a small pack (the many-tenants shape, uncompressed) and a large one
+// (zstd, two batches): MB/s of pack bytes.
+func BenchmarkVerifyPack(b *testing.B) {
+	for _, n := range []int{5, 50000} {
+		data := bigPack(b, n)
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for range b.N {
+				if _, _, err := packstore.VerifyPack(data, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
