@@ -3,6 +3,7 @@ package packstore_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -127,14 +128,43 @@ func FuzzDecodePack(f *testing.F) {
 	}
 	f.Add(data)
 	f.Add(data[:len(data)-10])
+	f.Add(pt.DamageBody(data, 4))
+	var many []pt.Row
+	for i := range 3000 {
+		many = append(many, pt.Row{ID: int64(i), Tenant: "a", Note: pt.Str(fmt.Sprint("note ", i)), Op: proto.OpInsert, LSN: 5, Seq: uint64(i + 1)})
+	}
+	rec = pt.Batch(nil, many)
+	big, err := packstore.EncodePack([]arrow.RecordBatch{rec}, sampleMeta())
+	rec.Release()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(big) // zstd-compressed
+	f.Add(pt.DamageBody(big, 16))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, recs, err := packstore.DecodePack(b, memory.NewGoAllocator())
-		if err == nil {
-			for _, r := range recs {
-				r.Release()
-			}
-		} else if !errors.Is(err, packstore.ErrCorruptPack) {
-			t.Fatalf("error not classified as corrupt: %v", err)
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		meta, recs, err := packstore.DecodePack(b, mem)
+		vmeta, _, verr := packstore.VerifyPack(b, 0)
+		if (err == nil) != (verr == nil) || meta != vmeta {
+			t.Fatalf("DecodePack: %v, VerifyPack: %v", err, verr)
 		}
+		if err != nil {
+			if !errors.Is(err, packstore.ErrCorruptPack) {
+				t.Fatalf("error not classified as corrupt: %v", err)
+			}
+		}
+		// What DecodePack accepts is valid throughout and what its footer says.
+		var rows int64
+		for _, r := range recs {
+			if err := array.ValidateRecordFull(r); err != nil {
+				t.Fatalf("accepted an invalid batch: %v", err)
+			}
+			rows += r.NumRows()
+			r.Release()
+		}
+		if rows != meta.Rows {
+			t.Fatalf("accepted %d rows, footer says %d", rows, meta.Rows)
+		}
+		mem.AssertSize(t, 0)
 	})
 }
