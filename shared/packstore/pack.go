@@ -307,17 +307,8 @@ const DecodeLimit = 1 << 30
 // DecodePack reads a whole pack, verified as VerifyPack verifies it. The
 // caller releases every returned batch.
 func DecodePack(data []byte, mem memory.Allocator) (meta PackMeta, recs []arrow.RecordBatch, err error) {
-	meta, _, err = decodePack(data, mem, DecodeLimit, func(rec arrow.RecordBatch) {
-		rec.Retain()
-		recs = append(recs, rec)
-	})
-	if err != nil {
-		for _, rec := range recs {
-			rec.Release()
-		}
-		return PackMeta{}, nil, err
-	}
-	return meta, recs, nil
+	meta, _, recs, err = decodePack(data, mem, DecodeLimit, true)
+	return meta, recs, err
 }
 
 // VerifyPack checks a whole pack without keeping its rows (one batch is in
@@ -329,56 +320,65 @@ func DecodePack(data []byte, mem memory.Allocator) (meta PackMeta, recs []arrow.
 // A pack that passes can be read by arrow-go and by the catalog engine
 // without either trusting a damaged length.
 func VerifyPack(data []byte, limit int64) (PackMeta, *arrow.Schema, error) {
-	return decodePack(data, nil, limit, nil)
+	meta, schema, _, err := decodePack(data, nil, limit, false)
+	return meta, schema, err
 }
 
-// decodePack verifies data and calls keep (when non-nil) with every batch,
-// which it releases after keep returns.
-func decodePack(data []byte, mem memory.Allocator, limit int64, keep func(arrow.RecordBatch)) (meta PackMeta, schema *arrow.Schema, err error) {
+// decodePack verifies data, returning its batches when keep is set (and
+// releasing each after checking it otherwise). On an error it returns
+// nothing and has released everything it allocated.
+func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta PackMeta, schema *arrow.Schema, recs []arrow.RecordBatch, err error) {
 	if limit <= 0 {
 		limit = DecodeLimit
 	}
 	la := arrowcodec.NewLimitedAllocator(mem, limit)
+	var kept []arrow.RecordBatch
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, r)
 		}
 		if err != nil {
-			la.ReleaseLeaked()
+			for _, rec := range kept {
+				rec.Release()
+			}
+			meta, schema, recs = PackMeta{}, nil, nil
+			la.ReleaseLeaked() // what arrow dropped on its error paths
 		}
 	}()
 	if err := arrowcodec.VerifyFile(data, limit); err != nil {
-		return PackMeta{}, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
+		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
 	}
 	rd, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(la))
 	if err != nil {
-		return PackMeta{}, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
+		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
 	}
 	defer rd.Close()
 	schema = rd.Schema()
 	meta, err = metaFromSchema(schema)
 	if err != nil {
-		return PackMeta{}, nil, fmt.Errorf("decoding pack: %w", err)
+		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack: %w", err)
 	}
 	if err := checkSchema(schema); err != nil {
-		return PackMeta{}, nil, fmt.Errorf("decoding pack %s: %w: %v", meta.PackID, ErrCorruptPack, err)
+		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: %w: %v", meta.PackID, ErrCorruptPack, err)
 	}
 	var sum summary
 	for i := 0; i < rd.NumRecords(); i++ {
 		rec, err := rd.RecordBatchAt(i)
 		if err != nil {
-			return PackMeta{}, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
+			return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
+		}
+		if keep {
+			kept = append(kept, rec)
 		}
 		err = array.ValidateRecordFull(rec)
 		if err == nil {
 			err = sum.add(rec)
 		}
-		if err == nil && keep != nil {
-			keep(rec)
+		if !keep {
+			rec.Release()
 		}
-		rec.Release()
 		if err != nil {
-			return PackMeta{}, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
+			return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
 		}
 	}
 	for _, c := range []struct {
@@ -391,10 +391,10 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep func(arrow.
 		{"last position", meta.Last, sum.last},
 	} {
 		if c.footer != c.rows {
-			return PackMeta{}, nil, fmt.Errorf("decoding pack %s: %w: footer says %s %v, the rows say %v", meta.PackID, ErrCorruptPack, c.name, c.footer, c.rows)
+			return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: %w: footer says %s %v, the rows say %v", meta.PackID, ErrCorruptPack, c.name, c.footer, c.rows)
 		}
 	}
-	return meta, schema, nil
+	return meta, schema, kept, nil
 }
 
 // checkSchema checks a pack's columns against what they declare: the

@@ -92,10 +92,12 @@ func TestVerifyPackRefusesDamagedBody(t *testing.T) {
 					unseen++
 				}
 				_, _, verr := packstore.VerifyPack(bad, 0)
-				_, recs, derr := packstore.DecodePack(bad, memory.NewGoAllocator())
+				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				_, recs, derr := packstore.DecodePack(bad, mem)
 				for _, r := range recs {
 					r.Release()
 				}
+				mem.AssertSize(t, 0) // a failed decode of its second batch releases the first
 				if (verr == nil) != (derr == nil) {
 					t.Fatalf("%d bytes: VerifyPack says %v, DecodePack %v", n, verr, derr)
 				}
