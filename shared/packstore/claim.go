@@ -62,7 +62,7 @@ func (d *DirStore) PutClaim(ctx context.Context, path string, data []byte) error
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
 	if err := writeSync(tmp, data); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("writing claim %s: %w", path, err)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sluice-cdc/sluice/proto"
 )
 
 // TempMaxAge is how old (by modification time) a temporary file of Put or
@@ -20,7 +22,7 @@ import (
 const TempMaxAge = time.Hour
 
 // CleanTemp removes the temporary files (".tmp-*") of writes that never
-// finished (a process killed mid-Put) whose modification time is older
+// finished (a process killed mid-Put or mid-PutClaim) whose modification time is older
 // than maxAge (0: TempMaxAge), anywhere in the store, and returns how many
 // it removed. Run it at start and from time to time (the indexer does,
 // with its reconciler); it never touches a pack or a newer temporary file.
@@ -45,7 +47,7 @@ func (d *DirStore) CleanTemp(ctx context.Context, maxAge time.Duration) (int, er
 		for _, e := range ents {
 			name := e.Name()
 			switch {
-			case e.IsDir() && !strings.HasPrefix(name, "."):
+			case e.IsDir() && (!strings.HasPrefix(name, ".") || dir == d.root && name == proto.ClaimsDir):
 				if err := walk(filepath.Join(dir, name)); err != nil {
 					return err
 				}

@@ -43,7 +43,15 @@ func TestCleanTempRemovesOnlyStaleTempFiles(t *testing.T) {
 		}
 		return path
 	}
-	stale := []string{file(filepath.Join(dir1, tempPrefix+"00aa"), true), file(filepath.Join(dir2, tempPrefix+"00bb"), true)}
+	claimDir := filepath.Join(s.Root(), filepath.FromSlash(filepath.Dir(proto.ClaimPath("public.items", proto.Position{LSN: 7, Seq: 1}, "big"))))
+	if err := os.MkdirAll(claimDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := []string{
+		file(filepath.Join(dir1, tempPrefix+"00aa"), true),
+		file(filepath.Join(dir2, tempPrefix+"00bb"), true),
+		file(filepath.Join(claimDir, tempPrefix+"00dd"), true), // a killed claim-check write
+	}
 	keep := append(packs,
 		file(filepath.Join(dir1, tempPrefix+"00cc"), false), // a write under way
 		file(filepath.Join(dir1, ".keep"), true),            // not a temporary file
