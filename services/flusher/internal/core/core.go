@@ -170,6 +170,9 @@ func (p *Partition[T]) Dests() []*Dest[T] {
 	return out
 }
 
+// Lookup returns destination name, or nil if it has none yet.
+func (p *Partition[T]) Lookup(name string) *Dest[T] { return p.dests[name] }
+
 // Dest returns destination name, creating it at its loaded cursor.
 func (p *Partition[T]) Dest(name string) *Dest[T] {
 	if d, ok := p.dests[name]; ok {
