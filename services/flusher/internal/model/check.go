@@ -186,3 +186,70 @@ func trace(c Config, seen map[uint64]node, h0, h uint64, last action) []string {
 	out = append(out, "    state: "+s.describe(c))
 	return out
 }
+
+// CheckDepthFirst explores c depth first: the same states and checks as
+// Check, in memory for the visited hashes and one path only (the large
+// configuration's frontier would not fit in memory breadth first). Depth is
+// the longest path it walked, and a violation's trace is the path that
+// reached it, not the shortest.
+func CheckDepthFirst(c Config) Result {
+	start := time.Now()
+	hs := &hasher{perms: perms(c.Replicas)}
+	init := initial(c)
+	seen := map[uint64]struct{}{hs.hash(init): {}}
+	type frame struct {
+		s    *state
+		acts []action
+		next int
+		via  action
+	}
+	stack := []frame{{s: init, acts: enabled(c, init, nil)}}
+	res := Result{}
+	for len(stack) > 0 {
+		top := &stack[len(stack)-1]
+		if top.next == len(top.acts) {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		a := top.acts[top.next]
+		top.next++
+		t := top.s.clone(a)
+		v := apply(c, t, a, nil)
+		if v == "" {
+			v = checkState(c, t)
+		}
+		if v != "" {
+			res.Violation = v
+			s := initial(c)
+			path := make([]action, 0, len(stack))
+			for _, f := range stack[1:] {
+				path = append(path, f.via)
+			}
+			path = append(path, a)
+			for i, pa := range path {
+				var notes []string
+				apply(c, s, pa, func(n string) { notes = append(notes, n) })
+				res.Trace = append(res.Trace, fmt.Sprintf("%2d. %s", i+1, strings.Join(notes, "; ")))
+			}
+			res.Trace = append(res.Trace, "    VIOLATION: "+v, "    state: "+s.describe(c))
+			break
+		}
+		h := hs.hash(t)
+		if _, ok := seen[h]; ok {
+			continue
+		}
+		seen[h] = struct{}{}
+		if c.MaxStates > 0 && len(seen) >= c.MaxStates {
+			res.Truncated = true
+			break
+		}
+		if c.Progress != nil && len(seen)%1_000_000 == 0 {
+			c.Progress(len(stack), len(seen), 0)
+		}
+		stack = append(stack, frame{s: t, acts: enabled(c, t, nil), via: a})
+		res.Depth = max(res.Depth, len(stack)-1)
+	}
+	res.States = len(seen)
+	res.Elapsed = time.Since(start)
+	return res
+}

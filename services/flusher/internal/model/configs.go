@@ -20,14 +20,16 @@ func Small() Config {
 }
 
 // Large is SLUICE_MODEL=large: 2 destinations in the partition, 3 changes
-// (two of one destination, one of the other), the same faults, and at
-// most MaxStates distinct states.
+// (two of one destination, one of the other), the same faults, explored
+// depth first (its breadth-first frontier would not fit in memory), at
+// most 12 million distinct states.
 func Large() Config {
 	c := Small()
 	c.Name = "large"
 	c.Dests = 2
 	c.Changes = []Change{{Pos: 1, Dest: 0}, {Pos: 2, Dest: 1}, {Pos: 3, Dest: 0}}
 	c.MaxStates = 12_000_000
+	c.DepthFirst = true
 	return c
 }
 
@@ -55,10 +57,21 @@ var Mutants = []MutantCase{
 // mutants caught`. It reports whether the protocol held and every mutant
 // was caught. With traces, each mutant's counterexample is printed.
 func Run(w io.Writer, c Config, traces bool) bool {
-	res := Check(c)
+	check := Check
+	if c.DepthFirst {
+		check = CheckDepthFirst
+	}
+	res := check(c)
 	fmt.Fprintf(w, "model %s: %d replicas, %d destinations, %d changes, faults: %d crash, %d lease expiries, %d failed flushes\n",
 		c.Name, c.Replicas, c.Dests, len(c.Changes), c.Crashes, c.LeaseExpiries, c.FlushFailures)
-	fmt.Fprintf(w, "protocol: %d distinct states, depth %d, %s\n", res.States, res.Depth, res.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "protocol: %d distinct states, depth %d, %s", res.States, res.Depth, res.Elapsed.Round(time.Millisecond))
+	if c.DepthFirst {
+		fmt.Fprint(w, " (depth first: depth is the longest path)")
+	}
+	if res.Truncated {
+		fmt.Fprintf(w, " (stopped at %d states)", c.MaxStates)
+	}
+	fmt.Fprintln(w)
 	ok := res.Violation == "" && !res.Truncated
 	if res.Violation != "" {
 		fmt.Fprintf(w, "VIOLATION: %s\n", res.Violation)

@@ -24,15 +24,16 @@ type Config struct {
 	InOrder  bool     // routers publish in position order (one router)
 	// Budgets of the faults (each is an event the model may take at any
 	// point, at most this many times).
-	Crashes        int // a replica dies (kill -9) and restarts empty
-	LeaseExpiries  int // the partition lease expires under its holder
-	FlushFailures  int // a pack write or pack-event publish fails
+	Crashes       int // a replica dies (kill -9) and restarts empty
+	LeaseExpiries int // the partition lease expires under its holder
+	FlushFailures int // a pack write or pack-event publish fails
 	// ZombieFetch lets a replica whose lease expired unnoticed go on
 	// fetching. Off, a replica fetches only while its lease is live (the
 	// assumption that its fetch loop stops at the lease's deadline, which
 	// the shell does not implement yet: see TestZombieFetchPassesCursor).
 	ZombieFetch    bool
 	Mutant         core.Mutant
+	DepthFirst     bool // explore depth first (CheckDepthFirst)
 	Progress       func(depth, states, frontier int)
 	MaxStates      int // stop after this many distinct states (0: no limit)
 	CheckInvariant bool
