@@ -1,6 +1,8 @@
 // Command model runs the flusher protocol's model checker (make model):
 // the small configuration and every mutant, or with SLUICE_MODEL=large the
-// large one. -trace prints each mutant's counterexample.
+// large one. -trace prints each mutant's counterexample; -conform FILE...
+// replays flusher core logs (SLUICE_FLUSHER_CORE_TRACE) against the
+// protocol.
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 
 func main() {
 	traces := flag.Bool("trace", false, "print every mutant's shortest counterexample")
+	conform := flag.Bool("conform", false, "replay the core logs named as arguments (SLUICE_FLUSHER_CORE_TRACE) against the protocol")
 	only := flag.Bool("protocol", false, "explore the protocol only (no mutants)")
 	crashes := flag.Int("crashes", -1, "override the crash budget")
 	expiries := flag.Int("expiries", -1, "override the lease-expiry budget")
@@ -22,6 +25,9 @@ func main() {
 	changes := flag.String("changes", "", "override the changes: pos:dest,... (e.g. 1:0,2:1,3:0)")
 	inOrder := flag.Bool("inorder", false, "routers publish in position order")
 	flag.Parse()
+	if *conform {
+		os.Exit(conformLogs(flag.Args()))
+	}
 	c := model.Small()
 	if os.Getenv("SLUICE_MODEL") == "large" {
 		c = model.Large()
@@ -61,4 +67,30 @@ func main() {
 	if !model.Run(os.Stdout, c, *traces) {
 		os.Exit(1)
 	}
+}
+
+// conformLogs replays every log named and reports each; it returns the
+// exit code.
+func conformLogs(paths []string) int {
+	code := 0
+	total := 0
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+			continue
+		}
+		n, err := model.Conform(f)
+		f.Close()
+		total += n
+		if err != nil {
+			fmt.Printf("%s: REFUSED after %d records: %v\n", path, n, err)
+			code = 1
+			continue
+		}
+		fmt.Printf("%s: %d records conform\n", path, n)
+	}
+	fmt.Printf("conform: %d logs, %d records\n", len(paths), total)
+	return code
 }

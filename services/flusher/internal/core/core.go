@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/sluice-cdc/sluice/proto"
 )
@@ -98,7 +99,12 @@ func (f *Flush[T]) Next() Step {
 
 // Done records that step s is complete (packs durable, cursor written or
 // not needed, pack events published).
-func (f *Flush[T]) Done(s Step) error {
+func (f *Flush[T]) Done(s Step) (err error) {
+	defer func() {
+		if f.d.p.rec != nil {
+			f.d.p.record(Record{Ev: EvDone, Dest: f.d.Name, Step: s, Out: errText(err)})
+		}
+	}()
 	if f.Next() != s || s == StepAck {
 		return ErrOutOfOrder
 	}
@@ -138,6 +144,7 @@ type Partition[T Item] struct {
 	dests  map[string]*Dest[T]
 	order  []string // dests in creation order (deterministic iteration)
 	mut    Mutant
+	rec    func(Record) // SetRecorder
 }
 
 // NewPartition is partition id claimed under lease term, with the cursors
@@ -200,7 +207,12 @@ func (p *Partition[T]) Tracked() int {
 // messages tracked here, nothing is pending at another owner (a dead
 // previous owner's messages stay ack-pending until redelivered here), and
 // the cursors may advance. It reports whether the partition became seeded.
-func (p *Partition[T]) Settle(ackPending int) bool {
+func (p *Partition[T]) Settle(ackPending int) (ok bool) {
+	defer func() {
+		if p.rec != nil {
+			p.record(Record{Ev: EvSettle, N: ackPending, Out: fmt.Sprint(ok)})
+		}
+	}()
 	if p.seeded || p.lost || ackPending > p.Tracked() {
 		return false
 	}
@@ -213,6 +225,7 @@ func (p *Partition[T]) Settle(ackPending int) bool {
 // their next step.
 func (p *Partition[T]) Lose() []T {
 	if p.lost {
+		p.record(Record{Ev: EvLose})
 		return nil
 	}
 	p.lost = true
@@ -222,6 +235,7 @@ func (p *Partition[T]) Lose() []T {
 		out = append(out, d.live...)
 		d.live = nil
 	}
+	p.record(Record{Ev: EvLose, Out: seqs(out)})
 	return out
 }
 
@@ -244,14 +258,20 @@ func (d *Dest[T]) Halted() bool { return d.halted }
 func (d *Dest[T]) Resume() bool {
 	was := d.halted
 	d.halted = false
+	d.p.record(Record{Ev: EvResume, Dest: d.Name, Out: fmt.Sprint(was)})
 	return was
 }
 
 // Receive decides what to do with a message fetched at failure generation
 // gen. hook, if not nil, is the shell's lifecycle (retired, held and full):
 // it runs after the lost check and reports whether it consumed the message.
-func (d *Dest[T]) Receive(it T, gen uint64, hook func() bool) Verdict {
+func (d *Dest[T]) Receive(it T, gen uint64, hook func() bool) (v Verdict) {
 	m := it.Msg()
+	defer func() {
+		if d.p.rec != nil {
+			d.p.record(Record{Ev: EvReceive, Dest: d.Name, Msg: &m, Gen: gen, Out: v.String()})
+		}
+	}()
 	switch {
 	case d.p.lost:
 		return Release
@@ -275,11 +295,15 @@ func (d *Dest[T]) Receive(it T, gen uint64, hook func() bool) Verdict {
 
 // Unpend removes a message from the pending set (a retired destination's
 // discarded message).
-func (d *Dest[T]) Unpend(seq uint64) { delete(d.pending, seq) }
+func (d *Dest[T]) Unpend(seq uint64) {
+	delete(d.pending, seq)
+	d.p.record(Record{Ev: EvUnpend, Dest: d.Name, Msg: &Msg{Seq: seq}})
+}
 
 // HoldNaked keeps a nak'd message pending (a held destination's surplus),
 // so no cursor passes it.
 func (d *Dest[T]) HoldNaked(m Msg) {
+	d.p.record(Record{Ev: EvHoldNaked, Dest: d.Name, Msg: &m})
 	if m.Seq != 0 {
 		d.pending[m.Seq] = Span{First: m.First, Last: m.Last, Naked: true}
 	}
@@ -293,6 +317,7 @@ func (d *Dest[T]) EvictLive() []T {
 	for _, it := range out {
 		d.markNaked(it.Msg().Seq)
 	}
+	d.p.record(Record{Ev: EvEvict, Dest: d.Name, Out: seqs(out)})
 	return out
 }
 
@@ -305,7 +330,17 @@ func (d *Dest[T]) markNaked(seq uint64) {
 
 // StartFlush swaps the live buffer out into a flush, or returns nil when
 // there is nothing to flush or a flush is in flight.
-func (d *Dest[T]) StartFlush() *Flush[T] {
+func (d *Dest[T]) StartFlush() (f *Flush[T]) {
+	defer func() {
+		if d.p.rec == nil {
+			return
+		}
+		out := "none"
+		if f != nil {
+			out = seqs(f.Items)
+		}
+		d.p.record(Record{Ev: EvStart, Dest: d.Name, Out: out})
+	}()
 	if d.inflight != nil || len(d.live) == 0 || d.halted || d.p.lost {
 		return nil
 	}
@@ -313,7 +348,7 @@ func (d *Dest[T]) StartFlush() *Flush[T] {
 	if d.p.mut&AckBeforeCursor != 0 {
 		steps = earlySteps
 	}
-	f := &Flush[T]{Items: d.live, Term: d.p.term, Epoch: d.epoch, d: d, steps: steps}
+	f = &Flush[T]{Items: d.live, Term: d.p.term, Epoch: d.epoch, d: d, steps: steps}
 	d.inflight = f
 	d.live = nil
 	return f
@@ -336,6 +371,11 @@ func prev(p proto.Position) proto.Position {
 // settled, or not past the cursor): the shell then completes StepCursor
 // without a write.
 func (d *Dest[T]) CursorTarget(f *Flush[T]) (target proto.Position, ok bool) {
+	defer func() {
+		if d.p.rec != nil {
+			d.p.record(Record{Ev: EvTarget, Dest: d.Name, Out: fmt.Sprint(target, " ", ok)})
+		}
+	}()
 	if !d.p.seeded || d.p.lost {
 		// Not settled: a message pending elsewhere may sit below the
 		// target. The flush commits; a later one advances the cursor.
@@ -368,7 +408,12 @@ func (d *Dest[T]) CursorTarget(f *Flush[T]) (target proto.Position, ok bool) {
 }
 
 // CursorWritten records that the cursor was written at pos (StepCursor).
-func (d *Dest[T]) CursorWritten(f *Flush[T], pos proto.Position) error {
+func (d *Dest[T]) CursorWritten(f *Flush[T], pos proto.Position) (err error) {
+	defer func() {
+		if d.p.rec != nil {
+			d.p.record(Record{Ev: EvWritten, Dest: d.Name, Pos: &pos, Out: errText(err)})
+		}
+	}()
 	if f.Next() != StepCursor {
 		return ErrOutOfOrder
 	}
@@ -384,6 +429,19 @@ func (d *Dest[T]) CursorWritten(f *Flush[T], pos proto.Position) error {
 // messages to ack, or ok false when the ack is fenced (the shell treats
 // the partition as lost and fails the flush).
 func (d *Dest[T]) Commit(f *Flush[T], live bool) (ack []T, ok bool, err error) {
+	defer func() {
+		if d.p.rec == nil {
+			return
+		}
+		out := "fenced"
+		switch {
+		case err != nil:
+			out = err.Error()
+		case ok:
+			out = "ack " + seqs(ack)
+		}
+		d.p.record(Record{Ev: EvCommit, Dest: d.Name, Flag: live, Out: out})
+	}()
 	if f.Next() != StepAck {
 		return nil, false, ErrOutOfOrder
 	}
@@ -407,6 +465,12 @@ func (d *Dest[T]) Commit(f *Flush[T], live bool) (ack []T, ok bool, err error) {
 // permanent failure. For a lost partition (or lost true) nothing is nak'd:
 // the victims are released and redeliver to the next owner.
 func (d *Dest[T]) Fail(f *Flush[T], permanent, lost bool) (victims []T, nak bool) {
+	defer func() {
+		if d.p.rec == nil {
+			return
+		}
+		d.p.record(Record{Ev: EvFail, Dest: d.Name, Flag: permanent, Lost: lost, Out: fmt.Sprint(nak, " ", seqs(victims))})
+	}()
 	if d.inflight == f {
 		d.inflight = nil
 	}

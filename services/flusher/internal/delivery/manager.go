@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -161,6 +162,7 @@ type Manager struct {
 	states *state.DestinationStates
 	lc     *state.DestinationCache
 	lcm    *lifecycleMetrics
+	trace  *coreTrace // CoreTraceEnv; nil without
 
 	// Test knobs: each switches one safety rule off (negative controls) or
 	// injects a fault the real store cannot produce on demand.
@@ -220,6 +222,11 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 	m.qLeaseLive = `SELECT EXISTS (SELECT 1 FROM ` + pgx.Identifier{cfg.State.Schema, "leases"}.Sanitize() +
 		` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`
 	var err error
+	if dir := os.Getenv(CoreTraceEnv); dir != "" {
+		if m.trace, err = openCoreTrace(dir, m.id); err != nil {
+			return nil, fmt.Errorf("creating flusher: %w", err)
+		}
+	}
 	if m.m, err = newMetrics(deps.Metrics); err != nil {
 		return nil, fmt.Errorf("creating flusher: %w", err)
 	}
@@ -275,6 +282,13 @@ func EnsureConsumers(ctx context.Context, js jetstream.JetStream, dc config.Deli
 // drains (flushes every buffer within delivery.drain_timeout) and releases
 // its leases. It returns nil on a clean shutdown.
 func (m *Manager) Run(ctx context.Context) error {
+	if m.trace != nil {
+		defer func() {
+			if err := m.trace.close(); err != nil {
+				m.log.Warn("writing the core trace", "error", err)
+			}
+		}()
+	}
 	if err := EnsureConsumers(ctx, m.js, m.dc); err != nil {
 		return err
 	}

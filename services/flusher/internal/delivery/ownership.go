@@ -221,6 +221,9 @@ func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
 	fctx, cancel := context.WithCancel(ctx)
 	p := &part{id: id, lease: l, c: core.NewPartition[*item](id, l.Term, loaded, m.mutants()), cons: cons,
 		dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{})}
+	if m.trace != nil {
+		p.c.SetRecorder(m.trace.record)
+	}
 	m.mu.Lock()
 	m.parts[id] = p
 	m.m.ownedPartitions.Set(float64(len(m.parts)))
