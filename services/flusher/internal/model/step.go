@@ -274,9 +274,12 @@ func (s *state) step(c Config, r int, p *core.Partition[item], d *core.Dest[item
 				return fmt.Sprintf("cursor not prefix-complete: %s writes %s=%s past c%d (pos %d), delivered but in no durable pack", rn, d.Name, target, m.change, ch.Pos)
 			}
 		}
-		if s.cursor[di].Less(target) {
-			s.cursor[di] = target
+		// Monotonic: the owner's writes only move the cursor forward (the
+		// table's GREATEST would hide a regression, so it is checked here).
+		if target.Less(s.cursor[di]) {
+			return fmt.Sprintf("cursor not monotonic: %s writes %s=%s below the stored %s", rn, d.Name, target, s.cursor[di])
 		}
+		s.cursor[di] = target
 		if err := d.CursorWritten(f, target); err != nil {
 			return "core refused its own cursor step: " + err.Error()
 		}
