@@ -68,9 +68,15 @@ var (
 	earlySteps  = []Step{StepWrite, StepAck, StepCursor, StepPublish}
 )
 
-// ErrOutOfOrder is returned when the shell completes a step that is not
-// the flush's next one.
-var ErrOutOfOrder = errors.New("flush step out of order")
+var (
+	// ErrOutOfOrder is returned when the shell completes a step that is not
+	// the flush's next one.
+	ErrOutOfOrder = errors.New("flush step out of order")
+	// ErrLost is returned when a step completes after the partition was
+	// lost: the flush goes no further (the shell fails it; nothing is
+	// nak'd, published or acked).
+	ErrLost = errors.New("partition lost")
+)
 
 // Span is a pending position range.
 type Span struct {
@@ -107,6 +113,9 @@ func (f *Flush[T]) Done(s Step) (err error) {
 	}()
 	if f.Next() != s || s == StepAck {
 		return ErrOutOfOrder
+	}
+	if f.d.p.lost {
+		return ErrLost
 	}
 	f.advance()
 	return nil
@@ -368,8 +377,8 @@ func prev(p proto.Position) proto.Position {
 // CursorTarget is the cursor to write once f's packs are durable: the
 // highest position in a pack, capped just below the first position still
 // pending outside f. ok is false when nothing is to be written (not
-// settled, or not past the cursor): the shell then completes StepCursor
-// without a write.
+// settled, lost, or not past the cursor): the shell then completes
+// StepCursor without a write (Done, which refuses it when lost).
 func (d *Dest[T]) CursorTarget(f *Flush[T]) (target proto.Position, ok bool) {
 	defer func() {
 		if d.p.rec != nil {
@@ -416,6 +425,9 @@ func (d *Dest[T]) CursorWritten(f *Flush[T], pos proto.Position) (err error) {
 	}()
 	if f.Next() != StepCursor {
 		return ErrOutOfOrder
+	}
+	if d.p.lost {
+		return ErrLost
 	}
 	if d.cursor.Less(pos) {
 		d.cursor = pos

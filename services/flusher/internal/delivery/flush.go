@@ -136,10 +136,18 @@ func (m *Manager) runFlush(ctx context.Context, job *flushJob) {
 func (m *Manager) stepDone(job *flushJob, s core.Step) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := job.f.Done(s); err != nil {
-		return fmt.Errorf("flushing %s: %s: %w", job.d.name, s, err)
+	return stepErr(job, s, job.f.Done(s))
+}
+
+// stepErr wraps the core's refusal of step s of job.
+func stepErr(job *flushJob, s core.Step, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, core.ErrLost):
+		return fmt.Errorf("flushing %s: %s: %w", job.d.name, s, ErrPartitionLost)
 	}
-	return nil
+	return fmt.Errorf("flushing %s: %s: %w", job.d.name, s, err)
 }
 
 // beginFlush starts job's span (linked to every input batch's span) and
@@ -350,7 +358,7 @@ func (m *Manager) advance(ctx context.Context, job *flushJob) error {
 	err = d.c.CursorWritten(job.f, target)
 	m.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("advancing cursor %s: %w", d.name, err)
+		return stepErr(job, core.StepCursor, err)
 	}
 	if m.afterAdvance != nil {
 		m.afterAdvance(d.name, target)

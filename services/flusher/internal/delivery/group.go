@@ -209,9 +209,7 @@ func (m *Manager) advanceGroup(ctx context.Context, jobs []*flushJob, errs []err
 		}
 		target, write := d.c.CursorTarget(job.f)
 		if !write { // not settled (the flush still commits), or nothing to write
-			if errs[i] = job.f.Done(core.StepCursor); errs[i] != nil {
-				errs[i] = fmt.Errorf("flushing %s: %w", d.name, errs[i])
-			}
+			errs[i] = stepErr(job, core.StepCursor, job.f.Done(core.StepCursor))
 			continue
 		}
 		advs = append(advs, state.CursorAdvance{Lease: job.lease, Destination: d.name, Partition: d.part.id, Position: target})
@@ -237,9 +235,7 @@ func (m *Manager) advanceGroup(ctx context.Context, jobs []*flushJob, errs []err
 					slow[i] = true
 				default:
 					m.mu.Lock()
-					if err := job.d.c.CursorWritten(job.f, a.Position); err != nil {
-						errs[i] = fmt.Errorf("advancing cursor %s: %w", a.Destination, err)
-					}
+					errs[i] = stepErr(job, core.StepCursor, job.d.c.CursorWritten(job.f, a.Position))
 					m.mu.Unlock()
 					if m.afterAdvance != nil {
 						m.afterAdvance(a.Destination, a.Position)

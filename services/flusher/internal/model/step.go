@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/sluice-cdc/sluice/proto"
@@ -246,18 +247,20 @@ func (s *state) step(c Config, r int, p *core.Partition[item], d *core.Dest[item
 	switch f.Next() {
 	case core.StepWrite:
 		s.durable |= bitsOf
-		_ = f.Done(core.StepWrite)
 		say("%s writes the pack of %s: durable %s", rn, d.Name, items(f.Items))
+		return s.done(r, d, f, core.StepWrite, say)
 	case core.StepPublish:
+		// A pack event of a durable pack is harmless even from a replica
+		// that lost its partition while publishing (the shell cannot
+		// check and publish atomically); the core stops the flush after.
 		s.events |= bitsOf
-		_ = f.Done(core.StepPublish)
 		say("%s publishes the pack event of %s %s", rn, d.Name, items(f.Items))
+		return s.done(r, d, f, core.StepPublish, say)
 	case core.StepCursor:
 		target, ok := d.CursorTarget(f)
 		if !ok {
-			_ = f.Done(core.StepCursor)
-			say("%s writes no cursor for %s (seeded %v)", rn, d.Name, p.Seeded())
-			return ""
+			say("%s writes no cursor for %s (seeded %v, lost %v)", rn, d.Name, p.Seeded(), p.Lost())
+			return s.done(r, d, f, core.StepCursor, say)
 		}
 		di := int(d.Name[1] - '0')
 		if !s.holds(r, p) {
@@ -303,6 +306,20 @@ func (s *state) step(c Config, r int, p *core.Partition[item], d *core.Dest[item
 			s.msgs[it.seq-1].status = msgAcked
 		}
 		say("%s checks its lease and acks %s", rn, items(acks))
+	}
+	return ""
+}
+
+// done completes step st of f; a step the core refuses because the
+// partition is lost fails the flush (released, nothing nak'd).
+func (s *state) done(r int, d *core.Dest[item], f *core.Flush[item], st core.Step, say func(string, ...any)) string {
+	switch err := f.Done(st); {
+	case err == nil:
+	case errors.Is(err, core.ErrLost):
+		d.Fail(f, false, true)
+		say("%s's flush of %s stops: partition lost", holderName(int8(r)), d.Name)
+	default:
+		return "core refused its own step: " + err.Error()
 	}
 	return ""
 }
