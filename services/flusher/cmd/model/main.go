@@ -40,7 +40,9 @@ func main() {
 			*o.dst = o.v
 		}
 	}
-	c.MaxStates = *maxStates
+	if *maxStates > 0 {
+		c.MaxStates = *maxStates
+	}
 	c.InOrder = c.InOrder || *inOrder
 	if *changes != "" {
 		c.Changes = nil
