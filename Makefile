@@ -8,7 +8,7 @@ CONFIG ?= deploy/demo.yaml
 DURATION ?= 30m
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build libchdb s3server ops-tools run test bench lint soak bigtx jaeger trace clean
+.PHONY: all build libchdb s3server ops-tools run test bench lint model soak bigtx jaeger trace clean
 
 all: build
 
@@ -35,6 +35,7 @@ run: build
 test: libchdb s3server ops-tools
 	@command -v initdb >/dev/null || test -x "$$(pg_config --bindir 2>/dev/null)/initdb" || { echo "Postgres server binaries are missing: apt-get install postgresql (or run .ci/run)"; exit 1; }
 	$(MAKE) lint
+	$(MAKE) model
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 # The headline figures of every issue, each with the iteration count its
@@ -52,6 +53,13 @@ bench: libchdb
 lint:
 	@out=$$(gofmt -l $(MODS)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+# The flusher protocol's model checker: every interleaving of the small
+# configuration with the production core, then every mutant (each must be
+# caught). SLUICE_MODEL=large explores the large configuration; -trace
+# (MODEL_FLAGS=-trace) prints each mutant's shortest counterexample.
+model:
+	@$(GO) run ./services/flusher/cmd/model $(MODEL_FLAGS)
 
 soak: build
 	SLUICE_SOAK_DURATION=$(DURATION) $(GO) test -count=1 -timeout 0 -run 'Soak' ./test/...

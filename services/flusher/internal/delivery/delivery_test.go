@@ -135,7 +135,7 @@ func TestBufferSwapDuringFlight(t *testing.T) {
 		r.m.mu.Lock()
 		defer r.m.mu.Unlock()
 		d := r.m.dests["d"]
-		return d != nil && d.inflight != nil && len(d.live) == 2
+		return d != nil && d.c.Inflight() != nil && len(d.c.Live()) == 2
 	})
 	if st := r.m.Status(); st.Destinations[0].State != StateFlushing || st.Destinations[0].BufferedRows != 3 {
 		t.Fatalf("status during flight: %+v", st.Destinations[0])

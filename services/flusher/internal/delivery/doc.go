@@ -9,6 +9,13 @@
 // awaiting redelivery), never act on a partition after losing its lease,
 // and never let one destination's bad input stop another destination.
 //
+// Every decision of that protocol (buffer or nak, which cursor, the order
+// of a flush's steps, the ack fence, the failure rule, settling) is made
+// by package core, which delivery drives as its I/O shell: it performs
+// what the core answers and feeds the results back (ARCHITECTURE.md "The
+// core and the shell"). The unexported test knobs below map to
+// core.Mutant switches.
+//
 // Lock order: Manager.mu is the only mutex guarding destination and
 // partition state; no other lock is taken while holding it, and no I/O is
 // done under it except non-blocking acks/naks.

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/services/flusher/internal/resolve"
 	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/natsotel"
@@ -33,9 +34,8 @@ const maxAttempts = 5
 // the lease term and epoch it was started under.
 type flushJob struct {
 	d       *dest
-	items   []*item
+	f       *core.Flush[*item] // its items, term, epoch and next step
 	lease   state.Lease
-	epoch   uint64
 	started time.Time
 
 	// Set when the flush starts (beginFlush) and by group commit.
@@ -49,13 +49,15 @@ type flushJob struct {
 
 // startFlushLocked swaps d's live buffer out into a job.
 func (m *Manager) startFlushLocked(d *dest) *flushJob {
-	if d.inflight != nil || len(d.live) == 0 || d.halted != nil || d.part.lost || m.heldLocked(d) { // held: lifecycle.go
+	if m.heldLocked(d) { // held: lifecycle.go
 		return nil
 	}
-	job := &flushJob{d: d, items: d.live, lease: d.part.lease, epoch: d.epoch, started: time.Now()}
-	d.inflight = job
-	d.live, d.liveRows, d.liveBytes = nil, 0, 0
-	return job
+	f := d.c.StartFlush()
+	if f == nil {
+		return nil
+	}
+	d.liveRows, d.liveBytes = 0, 0
+	return &flushJob{d: d, f: f, lease: d.part.lease, started: time.Now()}
 }
 
 // permanentErr marks a failure retrying cannot fix: the destination halts.
@@ -95,35 +97,66 @@ type packOut struct {
 	bytes int64
 }
 
-// runFlush writes job's packs, advances the cursor, publishes the pack
-// events and acks, in that order, one flush at a time (the path without
-// group commit, and the fallback of a group step that failed). Any failure
-// rewinds the destination.
+// runFlush performs job's steps in the order the core gives them (write
+// the packs, advance the cursor, publish the pack events, check the lease
+// and ack), one flush at a time: the path without group commit. Any
+// failure rewinds the destination.
 func (m *Manager) runFlush(ctx context.Context, job *flushJob) {
 	ctx = m.beginFlush(ctx, job)
-	packs, err := m.writePacks(ctx, job)
-	if err == nil {
-		err = m.advance(ctx, job)
-	}
-	if err == nil {
-		err = m.publishEvents(ctx, job, packs)
-	}
-	if err == nil && !m.noAckFence {
-		err = m.checkLease(ctx, job)
-	}
-	if err == nil {
-		err = m.commit(job, packs)
+	var packs []packOut
+	var err error
+	for err == nil {
+		switch job.f.Next() {
+		case core.StepWrite:
+			if packs, err = m.writePacks(ctx, job); err == nil {
+				err = m.stepDone(job, core.StepWrite)
+			}
+		case core.StepCursor:
+			err = m.advance(ctx, job)
+		case core.StepPublish:
+			if err = m.publishEvents(ctx, job, packs); err == nil {
+				err = m.stepDone(job, core.StepPublish)
+			}
+		case core.StepAck:
+			if !m.noAckFence {
+				err = m.checkLease(ctx, job)
+			}
+			if err == nil {
+				err = m.commit(job, packs)
+			}
+		case core.StepDone:
+			m.endFlush(job, nil)
+			return
+		}
 	}
 	m.endFlush(job, err)
+}
+
+// stepDone tells the core a step of job is complete.
+func (m *Manager) stepDone(job *flushJob, s core.Step) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return stepErr(job, s, job.f.Done(s))
+}
+
+// stepErr wraps the core's refusal of step s of job.
+func stepErr(job *flushJob, s core.Step, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, core.ErrLost):
+		return fmt.Errorf("flushing %s: %s: %w", job.d.name, s, ErrPartitionLost)
+	}
+	return fmt.Errorf("flushing %s: %s: %w", job.d.name, s, err)
 }
 
 // beginFlush starts job's span (linked to every input batch's span) and
 // returns its context.
 func (m *Manager) beginFlush(ctx context.Context, job *flushJob) context.Context {
 	d := job.d
-	links := make([]trace.Link, 0, len(job.items))
+	links := make([]trace.Link, 0, len(job.f.Items))
 	var rows int64
-	for _, it := range job.items {
+	for _, it := range job.f.Items {
 		if it.link.SpanContext.IsValid() {
 			links = append(links, it.link)
 		}
@@ -136,7 +169,7 @@ func (m *Manager) beginFlush(ctx context.Context, job *flushJob) context.Context
 		attribute.String("messaging.destination.name", proto.RoutedSubject(d.part.id, d.name)),
 		attribute.String("sluice.destination", d.name),
 		attribute.Int("sluice.partition", d.part.id),
-		attribute.Int("sluice.messages", len(job.items)),
+		attribute.Int("sluice.messages", len(job.f.Items)),
 		attribute.Int64("sluice.rows", rows)))
 	job.ctx = ctx
 	return ctx
@@ -181,7 +214,7 @@ func (m *Manager) encodePacks(job *flushJob) ([]encoded, error) {
 	type key struct{ table, fp string }
 	var order []key
 	groups := map[key][]arrow.RecordBatch{}
-	for _, it := range job.items {
+	for _, it := range job.f.Items {
 		k := key{it.table, it.fp}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
@@ -294,61 +327,17 @@ func (m *Manager) written(e encoded) packOut {
 	return packOut{meta: e.meta, bytes: int64(len(e.data))}
 }
 
-// prev is the position just before p.
-func prev(p proto.Position) proto.Position {
-	if p.Seq > 0 {
-		return proto.Position{LSN: p.LSN, Seq: p.Seq - 1}
-	}
-	if p.LSN == 0 {
-		return proto.Position{}
-	}
-	return proto.Position{LSN: p.LSN - 1, Seq: proto.MaxSeq}
-}
-
-// cursorTargetLocked is the prefix-complete cursor once job is durable:
-// the highest position in a pack, capped below the first position still
-// unresolved (buffered, in flight elsewhere, or nak'd awaiting
-// redelivery).
-func (m *Manager) cursorTargetLocked(job *flushJob) proto.Position {
-	d := job.d
-	hi := d.maxResolved
-	inJob := make(map[uint64]bool, len(job.items))
-	for _, it := range job.items {
-		if hi.Less(it.last) {
-			hi = it.last
-		}
-		inJob[it.seq] = true
-	}
-	if m.scalarMaxCursor {
-		return hi
-	}
-	for seq, s := range d.pending {
-		if inJob[seq] {
-			continue
-		}
-		if lim := prev(s.first); lim.Less(hi) {
-			hi = lim
-		}
-	}
-	return hi
-}
-
 func (m *Manager) advance(ctx context.Context, job *flushJob) error {
 	d := job.d
 	m.mu.Lock()
-	if !d.part.seeded {
-		// Not settled: a message pending elsewhere may sit below the
-		// target. The pack is durable and the flush commits; a later
-		// flush advances the cursor once the partition is settled.
+	target, ok := d.c.CursorTarget(job.f)
+	if !ok {
+		// Not settled (a message pending elsewhere may sit below the
+		// target; a later flush advances the cursor), or nothing to write.
 		m.mu.Unlock()
-		return nil
+		return m.stepDone(job, core.StepCursor)
 	}
-	target := m.cursorTargetLocked(job)
-	cur := d.cursor
 	m.mu.Unlock()
-	if !cur.Less(target) {
-		return nil
-	}
 	err := retry(ctx, "advancing cursor "+d.name, func() error {
 		if m.advanceFault != nil {
 			if err := m.advanceFault(d.name); err != nil {
@@ -366,10 +355,11 @@ func (m *Manager) advance(ctx context.Context, job *flushJob) error {
 		return err
 	}
 	m.mu.Lock()
-	if d.cursor.Less(target) {
-		d.cursor = target
-	}
+	err = d.c.CursorWritten(job.f, target)
 	m.mu.Unlock()
+	if err != nil {
+		return stepErr(job, core.StepCursor, err)
+	}
 	if m.afterAdvance != nil {
 		m.afterAdvance(d.name, target)
 	}
@@ -463,77 +453,63 @@ func (m *Manager) commit(job *flushJob, packs []packOut) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.noAckFence && (d.part.lost || d.part.lease.Term != job.lease.Term) {
+	// The lease check passed right before (checkLease, checkLeases); the
+	// core fences on the lease term the flush started under.
+	acks, ok, err := d.c.Commit(job.f, true)
+	if err != nil {
+		return fmt.Errorf("acking flush of %s: %w", d.name, err)
+	}
+	if !ok {
 		return fmt.Errorf("acking flush of %s: %w", d.name, ErrPartitionLost)
 	}
-	var maxLast proto.Position
-	for _, it := range job.items {
+	for _, it := range acks {
 		_ = it.msg.Ack()
-		delete(d.pending, it.seq)
-		if maxLast.Less(it.last) {
-			maxLast = it.last
-		}
 		m.releaseItemLocked(it)
-	}
-	if d.maxResolved.Less(maxLast) {
-		d.maxResolved = maxLast
 	}
 	if len(packs) > 0 {
 		d.lastPack = packs[len(packs)-1].meta.PackID
 	}
-	d.inflight = nil
 	d.lastErr = ""
 	d.lastOK = time.Now()
 	// Messages that arrived during the flush may already be due.
-	if len(d.live) > 0 && (d.liveRows >= m.rowsTarget || d.liveBytes >= int64(m.dc.FlushBytes) || time.Since(d.liveSince) >= m.dc.FlushInterval || m.flushNowLocked(d)) {
+	if len(d.c.Live()) > 0 && (d.liveRows >= m.rowsTarget || d.liveBytes >= int64(m.dc.FlushBytes) || time.Since(d.liveSince) >= m.dc.FlushInterval || m.flushNowLocked(d)) {
 		m.enqueueLocked(d, "backlog")
 	}
 	return nil
 }
 
-// fail applies the flush-failure rule: discard the in-flight AND the live
-// buffer, nak every message (their ranges stay pending until redelivered),
-// bump the epoch, and halt the destination on a permanent failure.
+// fail applies the core's flush-failure rule (core.Dest.Fail): the
+// in-flight and the live buffer are discarded and nak'd (their ranges stay
+// pending until redelivered), the epoch bumped, and the destination halted
+// on a permanent failure.
 func (m *Manager) fail(job *flushJob, err error) {
 	d := job.d
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d.inflight = nil
 	d.lastErr = err.Error()
-	if d.part.lost || errors.Is(err, ErrPartitionLost) {
-		for _, it := range job.items {
-			m.releaseItemLocked(it)
-		}
-		return
-	}
-	victims := job.items
-	if !m.keepLiveOnFailure {
-		victims = append(victims, d.live...)
-		d.live, d.liveRows, d.liveBytes = nil, 0, 0
+	victims, nak := d.c.Fail(job.f, isPermanent(err), errors.Is(err, ErrPartitionLost))
+	if len(d.c.Live()) == 0 {
+		d.liveRows, d.liveBytes = 0, 0
 	}
 	delay := natsx.Backoff(3)
 	for _, it := range victims {
-		if isPermanent(err) {
+		switch {
+		case !nak:
+		case isPermanent(err):
 			_ = it.msg.NakWithDelay(m.ackWait / 2)
-		} else {
+		default:
 			_ = it.msg.NakWithDelay(delay)
-		}
-		if m.forgetNaked {
-			delete(d.pending, it.seq)
-		} else if s, ok := d.pending[it.seq]; ok {
-			s.naked = true
-			d.pending[it.seq] = s
 		}
 		m.releaseItemLocked(it)
 	}
-	m.gen++
-	d.failGen = m.gen
-	d.epoch++
+	if !nak {
+		return
+	}
 	if isPermanent(err) {
-		d.halted = err
+		d.haltErr = err
 		m.log.Error("destination halted", "destination", d.name, "error", err)
 	} else {
-		m.log.Warn("flush failed; destination rewound to its cursor", "destination", d.name, "cursor", d.cursor, "error", err)
+		m.log.Warn("flush failed; destination rewound to its cursor", "destination", d.name, "cursor", d.c.Cursor(), "error", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
@@ -101,10 +102,12 @@ func (m *Manager) commitGroup(ctx context.Context, jobs []*flushJob) {
 	outs := make([][]packOut, len(jobs))
 	t0 := time.Now()
 	m.putGroup(ctx, jobs, outs, errs)
+	m.stepsDone(jobs, errs, core.StepWrite)
 	t1 := time.Now()
 	m.advanceGroup(ctx, jobs, errs)
 	t2 := time.Now()
 	m.publishGroup(ctx, jobs, outs, errs)
+	m.stepsDone(jobs, errs, core.StepPublish)
 	t3 := time.Now()
 	if !m.noAckFence {
 		m.checkLeases(ctx, jobs, errs)
@@ -118,6 +121,16 @@ func (m *Manager) commitGroup(ctx context.Context, jobs []*flushJob) {
 			errs[i] = m.commit(job, outs[i])
 		}
 		m.endGroupFlush(job, errs[i])
+	}
+}
+
+// stepsDone tells the core step s is complete for every flush of the
+// group still going.
+func (m *Manager) stepsDone(jobs []*flushJob, errs []error, s core.Step) {
+	for i, job := range jobs {
+		if errs[i] == nil {
+			errs[i] = m.stepDone(job, s)
+		}
 	}
 }
 
@@ -190,15 +203,13 @@ func (m *Manager) advanceGroup(ctx context.Context, jobs []*flushJob, errs []err
 			continue
 		}
 		d := job.d
-		if !d.part.seeded {
-			continue // refuses to advance until settled (the flush still commits)
-		}
 		if !ok || m.advanceFault != nil {
 			slow[i] = true
 			continue
 		}
-		target := m.cursorTargetLocked(job)
-		if !d.cursor.Less(target) {
+		target, write := d.c.CursorTarget(job.f)
+		if !write { // not settled (the flush still commits), or nothing to write
+			errs[i] = stepErr(job, core.StepCursor, job.f.Done(core.StepCursor))
 			continue
 		}
 		advs = append(advs, state.CursorAdvance{Lease: job.lease, Destination: d.name, Partition: d.part.id, Position: target})
@@ -224,9 +235,7 @@ func (m *Manager) advanceGroup(ctx context.Context, jobs []*flushJob, errs []err
 					slow[i] = true
 				default:
 					m.mu.Lock()
-					if job.d.cursor.Less(a.Position) {
-						job.d.cursor = a.Position
-					}
+					errs[i] = stepErr(job, core.StepCursor, job.d.c.CursorWritten(job.f, a.Position))
 					m.mu.Unlock()
 					if m.afterAdvance != nil {
 						m.afterAdvance(a.Destination, a.Position)

@@ -98,7 +98,7 @@ func (m *Manager) heldDelay() time.Duration {
 // size that would have triggered a flush.
 func (m *Manager) heldFullLocked(d *dest) bool {
 	return d.liveRows >= m.rowsTarget || d.liveBytes >= int64(m.dc.FlushBytes) ||
-		len(d.live) >= max(m.dc.MaxAckPending/4, 1)
+		len(d.c.Live()) >= max(m.dc.MaxAckPending/4, 1)
 }
 
 // lifecycleReceiveLocked applies d's lifecycle to a received message and
@@ -109,15 +109,15 @@ func (m *Manager) lifecycleReceiveLocked(d *dest, it *item) bool {
 	case d.lc == state.Retired:
 		it.rec.Release()
 		_ = it.msg.Ack()
-		delete(d.pending, it.seq)
+		d.c.Unpend(it.seq)
 		m.lcm.retired.Inc()
 		return true
 	case m.heldLocked(d) && m.heldFullLocked(d):
 		it.rec.Release()
 		_ = it.msg.NakWithDelay(m.heldDelay())
-		if it.seq != 0 && !m.noHeldPending {
+		if !m.noHeldPending {
 			// Stays pending, so a later flush's cursor cannot pass it.
-			d.pending[it.seq] = span{first: it.first, last: it.last, naked: true}
+			d.c.HoldNaked(it.Msg())
 		}
 		m.lcm.heldNaks.Inc()
 		return true
@@ -135,7 +135,7 @@ func (m *Manager) heldEvictLocked() {
 	var held []*dest
 	var bytes int64
 	for _, d := range m.dests {
-		if d.lc.Holds() && len(d.live) > 0 {
+		if d.lc.Holds() && len(d.c.Live()) > 0 {
 			held = append(held, d)
 			bytes += d.liveBytes
 		}
@@ -150,16 +150,12 @@ func (m *Manager) heldEvictLocked() {
 			break
 		}
 		bytes -= d.liveBytes
-		for _, it := range d.live {
+		for _, it := range d.c.EvictLive() {
 			_ = it.msg.NakWithDelay(m.heldDelay())
-			if s, ok := d.pending[it.seq]; ok {
-				s.naked = true
-				d.pending[it.seq] = s
-			}
 			m.releaseItemLocked(it)
 			m.lcm.heldNaks.Inc()
 		}
-		d.live, d.liveRows, d.liveBytes = nil, 0, 0
+		d.liveRows, d.liveBytes = 0, 0
 		m.log.Warn("memory short: a held destination's buffer was nak'd for redelivery", "destination", d.name, "state", string(d.lc))
 	}
 }
@@ -205,19 +201,19 @@ func (m *Manager) lifecycleTick() []string {
 		if !ok {
 			// Nothing of it was ever received here: drained at once if
 			// this replica owns its partition.
-			if p, owned := m.parts[proto.Partition(name, m.dc.Partitions)]; owned && !p.lost && p.seeded {
+			if p, owned := m.parts[proto.Partition(name, m.dc.Partitions)]; owned && !p.c.Lost() && p.c.Seeded() {
 				done = append(done, name)
 			}
 			continue
 		}
-		if d.part.lost || d.halted != nil {
+		if d.part.c.Lost() || d.c.Halted() {
 			continue
 		}
-		if len(d.live) > 0 {
+		if len(d.c.Live()) > 0 {
 			m.enqueueLocked(d, "drain")
 			continue
 		}
-		if d.inflight == nil && !d.queued {
+		if d.c.Inflight() == nil && !d.queued {
 			done = append(done, name)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
@@ -73,32 +75,26 @@ type item struct {
 	touched     time.Time // last ack-progress signal
 }
 
-// span is a pending position range.
-type span struct {
-	first, last proto.Position
-	naked       bool // nak'd by a failed flush, awaiting redelivery
+// Msg is what the protocol core knows of the message.
+func (it *item) Msg() core.Msg {
+	return core.Msg{Seq: it.seq, Delivered: it.delivered, First: it.first, Last: it.last}
 }
 
-// dest is one destination's buffers and positions. Guarded by Manager.mu.
+// dest is one destination: its protocol state in the core (live buffer,
+// flush in flight, cursor, pending set, epochs, halt) and what only the
+// shell needs (sizes, queueing, status). Guarded by Manager.mu.
 type dest struct {
 	name string
 	part *part
+	c    *core.Dest[*item]
 
-	live      []*item
 	liveRows  int64
 	liveBytes int64
 	liveSince time.Time
 
-	inflight *flushJob
-	queued   bool
+	queued bool
 
-	cursor      proto.Position // persisted (loaded or written)
-	maxResolved proto.Position // highest position in a durable pack
-	pending     map[uint64]span
-	failGen     uint64 // failure generation of the last rewind (epoch)
-	epoch       uint64
-
-	halted   error
+	haltErr  error // why the core halted it
 	lastErr  string
 	lastPack string
 	lastOK   time.Time
@@ -107,24 +103,20 @@ type dest struct {
 }
 
 func (d *dest) heldMsgs() int {
-	n := len(d.live)
-	if d.inflight != nil {
-		n += len(d.inflight.items)
+	n := len(d.c.Live())
+	if f := d.c.Inflight(); f != nil {
+		n += len(f.Items)
 	}
 	return n
 }
 
-// part is one owned partition.
+// part is one owned partition: its protocol state (lease term, lost,
+// seeded, read epoch) is the core's.
 type part struct {
-	id    int
-	lease state.Lease
-	lost  bool
-	// seeded: the pending set holds every message of the partition that is
-	// unacked anywhere (see settle); until then no cursor of the partition
-	// advances (flushes and acks go on).
-	seeded    bool
+	id        int
+	lease     state.Lease
+	c         *core.Partition[*item]
 	checkedAt time.Time // last settle check
-	loaded    map[string]proto.Position
 	cons      jetstream.Consumer
 	held      int // unacked messages buffered or in flight
 	dests     map[string]*dest
@@ -161,8 +153,7 @@ type Manager struct {
 	queue      []*dest
 	totalBytes int64
 	totalRows  int64
-	gen        uint64 // failure generation
-	stopping   bool   // workers exit once the queue is empty
+	stopping   bool // workers exit once the queue is empty
 	rowsTarget int64
 	members    int
 
@@ -171,6 +162,7 @@ type Manager struct {
 	states *state.DestinationStates
 	lc     *state.DestinationCache
 	lcm    *lifecycleMetrics
+	trace  *coreTrace // CoreTraceEnv; nil without
 
 	// Test knobs: each switches one safety rule off (negative controls) or
 	// injects a fault the real store cannot produce on demand.
@@ -230,6 +222,11 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 	m.qLeaseLive = `SELECT EXISTS (SELECT 1 FROM ` + pgx.Identifier{cfg.State.Schema, "leases"}.Sanitize() +
 		` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`
 	var err error
+	if dir := os.Getenv(CoreTraceEnv); dir != "" {
+		if m.trace, err = openCoreTrace(dir, m.id); err != nil {
+			return nil, fmt.Errorf("creating flusher: %w", err)
+		}
+	}
 	if m.m, err = newMetrics(deps.Metrics); err != nil {
 		return nil, fmt.Errorf("creating flusher: %w", err)
 	}
@@ -285,6 +282,13 @@ func EnsureConsumers(ctx context.Context, js jetstream.JetStream, dc config.Deli
 // drains (flushes every buffer within delivery.drain_timeout) and releases
 // its leases. It returns nil on a clean shutdown.
 func (m *Manager) Run(ctx context.Context) error {
+	if m.trace != nil {
+		defer func() {
+			if err := m.trace.close(); err != nil {
+				m.log.Warn("writing the core trace", "error", err)
+			}
+		}()
+	}
 	if err := EnsureConsumers(ctx, m.js, m.dc); err != nil {
 		return err
 	}
@@ -373,11 +377,11 @@ func (m *Manager) drain(ctx context.Context) {
 		m.mu.Lock()
 		busy := false
 		for _, d := range m.dests {
-			if len(d.live) > 0 && d.halted == nil && !d.part.lost && !m.heldLocked(d) {
+			if len(d.c.Live()) > 0 && !d.c.Halted() && !d.part.c.Lost() && !m.heldLocked(d) {
 				busy = true
 				m.enqueueLocked(d, "shutdown")
 			}
-			if d.inflight != nil {
+			if d.c.Inflight() != nil {
 				busy = true
 			}
 		}
@@ -407,15 +411,14 @@ func (m *Manager) dropAll() {
 // message redelivers to the next owner. With nak, messages are nak'd to
 // speed that up.
 func (m *Manager) dropPartLocked(p *part, nak bool) {
-	p.lost = true
-	for _, d := range p.dests {
-		for _, it := range d.live {
-			if nak {
-				_ = it.msg.Nak()
-			}
-			m.releaseItemLocked(it)
+	for _, it := range p.c.Lose() {
+		if nak {
+			_ = it.msg.Nak()
 		}
-		d.live, d.liveRows, d.liveBytes = nil, 0, 0
+		m.releaseItemLocked(it)
+	}
+	for _, d := range p.dests {
+		d.liveRows, d.liveBytes = 0, 0
 		delete(m.dests, d.name)
 	}
 	m.updateGaugesLocked()
@@ -433,7 +436,7 @@ func (m *Manager) releaseItemLocked(it *item) {
 
 // enqueueLocked schedules d for a flush.
 func (m *Manager) enqueueLocked(d *dest, trigger string) {
-	if d.queued || d.inflight != nil || len(d.live) == 0 || d.halted != nil || d.part.lost || m.heldLocked(d) {
+	if d.queued || d.c.Inflight() != nil || len(d.c.Live()) == 0 || d.c.Halted() || d.part.c.Lost() || m.heldLocked(d) {
 		return
 	}
 	d.queued = true
@@ -491,7 +494,7 @@ func (m *Manager) evaluate(now time.Time) {
 	defer m.mu.Unlock()
 	var candidates []*dest
 	for _, d := range m.dests {
-		if len(d.live) == 0 {
+		if len(d.c.Live()) == 0 {
 			continue
 		}
 		if now.Sub(d.liveSince) >= m.dc.FlushInterval {
@@ -508,7 +511,7 @@ func (m *Manager) evaluate(now time.Time) {
 			if projected < int64(m.dc.MemoryBudget)*3/4 {
 				break
 			}
-			if d.inflight == nil && !d.queued {
+			if d.c.Inflight() == nil && !d.queued {
 				m.enqueueLocked(d, "memory")
 				projected -= d.liveBytes
 			}
@@ -518,12 +521,12 @@ func (m *Manager) evaluate(now time.Time) {
 	// MaxAckPending stalls delivery.
 	high := m.dc.MaxAckPending * 3 / 4
 	for _, p := range m.parts {
-		if p.held < high || p.lost {
+		if p.held < high || p.c.Lost() {
 			continue
 		}
 		var ds []*dest
 		for _, d := range p.dests {
-			if len(d.live) > 0 && d.inflight == nil && !d.queued {
+			if len(d.c.Live()) > 0 && d.c.Inflight() == nil && !d.queued {
 				ds = append(ds, d)
 			}
 		}
@@ -534,7 +537,7 @@ func (m *Manager) evaluate(now time.Time) {
 				break
 			}
 			m.enqueueLocked(d, "ack_pending")
-			projected -= len(d.live)
+			projected -= len(d.c.Live())
 		}
 	}
 	m.updateGaugesLocked()
@@ -556,9 +559,9 @@ func (m *Manager) keepAlive(ctx context.Context) {
 		var touch []jetstream.Msg
 		m.mu.Lock()
 		for _, d := range m.dests {
-			items := d.live
-			if d.inflight != nil {
-				items = append(slices.Clip(items), d.inflight.items...)
+			items := d.c.Live()
+			if f := d.c.Inflight(); f != nil {
+				items = append(slices.Clip(items), f.Items...)
 			}
 			for _, it := range items {
 				if now.Sub(it.touched) >= m.ackWait/2 {
@@ -573,6 +576,24 @@ func (m *Manager) keepAlive(ctx context.Context) {
 		}
 		m.m.inProgress.Add(float64(len(touch)))
 	}
+}
+
+// mutants are the core's switches the test knobs turn on.
+func (m *Manager) mutants() core.Mutant {
+	var mut core.Mutant
+	for _, k := range []struct {
+		on bool
+		m  core.Mutant
+	}{
+		{m.scalarMaxCursor, core.ScalarMaxCursor}, {m.keepLiveOnFailure, core.KeepLiveOnFailure},
+		{m.forgetNaked, core.ForgetNaked}, {m.noEpochCheck, core.NoEpochCheck},
+		{m.dropRedelivered, core.DropRedelivered}, {m.noAckFence, core.NoAckFence}, {m.noSettle, core.SeedAtClaim},
+	} {
+		if k.on {
+			mut |= k.m
+		}
+	}
+	return mut
 }
 
 // Unsafe switches safety rules off for process-level negative-control tests

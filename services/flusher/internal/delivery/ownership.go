@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -77,7 +78,7 @@ func (m *Manager) renewPartitions(ctx context.Context) {
 	m.mu.Lock()
 	var ps []*part
 	for _, p := range m.parts {
-		if !p.lost {
+		if !p.c.Lost() {
 			ps = append(ps, p)
 		}
 	}
@@ -110,7 +111,7 @@ func (m *Manager) renewPartitions(ctx context.Context) {
 // the messages redeliver to the new owner (nak'd now to speed that up).
 func (m *Manager) partitionLost(p *part, l state.Lease) {
 	m.mu.Lock()
-	if p.lost || p.lease.Term != l.Term {
+	if p.c.Lost() || p.lease.Term != l.Term {
 		m.mu.Unlock()
 		return
 	}
@@ -218,9 +219,10 @@ func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
 		return false, fmt.Errorf("opening consumer of partition %d: %w", id, err)
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	p := &part{id: id, lease: l, loaded: loaded, cons: cons, dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{})}
-	if m.noSettle {
-		p.seeded = true
+	p := &part{id: id, lease: l, c: core.NewPartition[*item](id, l.Term, loaded, m.mutants()), cons: cons,
+		dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{})}
+	if m.trace != nil {
+		p.c.SetRecorder(m.trace.record)
 	}
 	m.mu.Lock()
 	m.parts[id] = p
@@ -243,7 +245,7 @@ func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
 // larger (seeding later, never early). Called from the fetch loop.
 func (m *Manager) settle(ctx context.Context, p *part) {
 	m.mu.Lock()
-	due := !p.seeded && time.Since(p.checkedAt) >= settleEvery
+	due := !p.c.Seeded() && time.Since(p.checkedAt) >= settleEvery
 	if due {
 		p.checkedAt = time.Now()
 	}
@@ -257,12 +259,7 @@ func (m *Manager) settle(ctx context.Context, p *part) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	tracked := 0
-	for _, d := range p.dests {
-		tracked += len(d.pending)
-	}
-	if info.NumAckPending <= tracked && !p.lost {
-		p.seeded = true
+	if p.c.Settle(info.NumAckPending) {
 		m.log.Info("partition settled: its cursors advance", "partition", p.id, "ack_pending", info.NumAckPending)
 	}
 }
@@ -286,11 +283,11 @@ func (m *Manager) releasePartition(ctx context.Context, id int) {
 		m.mu.Lock()
 		busy := false
 		for _, d := range p.dests {
-			if len(d.live) > 0 && d.halted == nil && !m.heldLocked(d) {
+			if len(d.c.Live()) > 0 && !d.c.Halted() && !m.heldLocked(d) {
 				m.enqueueLocked(d, "rebalance")
 				busy = true
 			}
-			if d.inflight != nil {
+			if d.c.Inflight() != nil {
 				busy = true
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/natsotel"
 )
@@ -50,8 +51,8 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 			left := (int64(m.dc.MemoryBudget) - m.totalBytes) / int64(max(len(m.parts), 1))
 			room = min(room, int(max(left/per, 1)))
 		}
-		gen := m.gen
-		lost := p.lost
+		gen := p.c.Gen()
+		lost := p.c.Lost()
 		m.mu.Unlock()
 		if lost {
 			return
@@ -187,28 +188,29 @@ func (m *Manager) receive(ctx context.Context, p *part, msg jetstream.Msg, gen u
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p.lost {
+	if p.c.Lost() {
 		it.rec.Release() // not acked: redelivers to the new owner
 		return
 	}
 	d := m.destLocked(p, name)
-	if m.lifecycleReceiveLocked(d, it) { // lifecycle: retired or held and full
+	switch d.c.Receive(it, gen, func() bool { return m.lifecycleReceiveLocked(d, it) }) {
+	case core.Release:
+		it.rec.Release()
 		return
-	}
-	if d.halted != nil {
+	case core.Consumed: // lifecycle: retired or held and full
+		return
+	case core.NakHalted:
 		it.rec.Release()
 		_ = msg.NakWithDelay(m.ackWait / 2)
 		return
-	}
-	if !m.noEpochCheck && d.failGen > gen {
+	case core.NakEpoch:
 		// The fetch raced a failed flush of this destination: discard the
 		// read as if it never happened; the message redelivers.
 		it.rec.Release()
 		_ = msg.Nak()
 		m.m.discarded.Inc()
 		return
-	}
-	if m.dropRedelivered && it.delivered > 1 && !d.cursor.Less(it.last) {
+	case core.AckDrop:
 		it.rec.Release()
 		_ = msg.Ack()
 		return
@@ -217,18 +219,14 @@ func (m *Manager) receive(ctx context.Context, p *part, msg jetstream.Msg, gen u
 		m.m.redelivered.Inc()
 	}
 	it.d = d
-	if len(d.live) == 0 {
+	if len(d.c.Live()) == 1 {
 		d.liveSince = time.Now()
 	}
-	d.live = append(d.live, it)
 	d.liveRows += it.rows
 	d.liveBytes += it.bytes
 	m.totalRows += it.rows
 	m.totalBytes += it.bytes
 	p.held++
-	if it.seq != 0 {
-		d.pending[it.seq] = span{first: it.first, last: it.last}
-	}
 	switch {
 	case d.liveRows >= m.rowsTarget:
 		m.enqueueLocked(d, "rows")
@@ -254,10 +252,7 @@ func (m *Manager) destLocked(p *part, name string) *dest {
 	if d, ok := p.dests[name]; ok {
 		return d
 	}
-	d := &dest{name: name, part: p, pending: map[uint64]span{}, lc: m.lc.Get(name)}
-	if c, ok := p.loaded[name]; ok {
-		d.cursor, d.maxResolved = c, c
-	}
+	d := &dest{name: name, part: p, c: p.c.Dest(name), lc: m.lc.Get(name)}
 	p.dests[name] = d
 	m.dests[name] = d
 	return d

@@ -125,7 +125,7 @@ func failureScenario(t *testing.T, unsafe bool) []error {
 	// The racing fetch: read epoch, then a real delivery of B.
 	r.m.mu.Lock()
 	p := r.m.parts[0]
-	gen := r.m.gen
+	gen := p.c.Gen()
 	r.m.mu.Unlock()
 	var b jetstream.Msg
 	waitFor(t, 10*time.Second, "B fetched", func() bool {
@@ -145,12 +145,12 @@ func failureScenario(t *testing.T, unsafe bool) []error {
 	waitFor(t, 20*time.Second, "A's flush failed", func() bool {
 		r.m.mu.Lock()
 		defer r.m.mu.Unlock()
-		return r.m.dests["d"].failGen > gen
+		return p.c.Gen() > gen // the failure bumped the read epoch
 	})
 	// The raced read lands now.
 	r.m.receive(context.Background(), p, b, gen)
 	r.m.mu.Lock()
-	buffered := len(r.m.dests["d"].live)
+	buffered := len(r.m.dests["d"].c.Live())
 	r.m.enqueueLocked(r.m.dests["d"], "test")
 	r.m.mu.Unlock()
 	if !unsafe && buffered != 0 {

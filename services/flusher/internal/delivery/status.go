@@ -51,15 +51,15 @@ func (m *Manager) stateLocked(d *dest, now time.Time) string {
 	switch {
 	case d.lc == state.Retired: // lifecycle states (lifecycle.go)
 		return StateRetired
-	case d.halted != nil:
+	case d.c.Halted():
 		return StateHalted
 	case d.lc == state.Paused || d.lc == state.Draining || d.lc == state.Drained:
 		return string(d.lc)
-	case d.inflight != nil:
+	case d.c.Inflight() != nil:
 		return StateFlushing
-	case d.lastErr != "" || (len(d.live) > 0 && now.Sub(d.liveSince) > m.dc.FlushInterval):
+	case d.lastErr != "" || (len(d.c.Live()) > 0 && now.Sub(d.liveSince) > m.dc.FlushInterval):
 		return StateLagging
-	case len(d.live) > 0:
+	case len(d.c.Live()) > 0:
 		return StateBuffering
 	}
 	return StateHealthy
@@ -78,19 +78,19 @@ func (m *Manager) Status() Status {
 	}
 	for _, d := range m.dests {
 		ds := DestinationStatus{Destination: d.name, Partition: d.part.id, State: m.stateLocked(d, now),
-			BufferedRows: d.liveRows, BufferedBytes: d.liveBytes, Cursor: d.cursor.String(),
-			LastPack: d.lastPack, LastError: d.lastErr, HeldMessages: len(d.pending)}
-		if d.inflight != nil {
-			for _, it := range d.inflight.items {
+			BufferedRows: d.liveRows, BufferedBytes: d.liveBytes, Cursor: d.c.Cursor().String(),
+			LastPack: d.lastPack, LastError: d.lastErr, HeldMessages: d.c.Pending()}
+		if f := d.c.Inflight(); f != nil {
+			for _, it := range f.Items {
 				ds.BufferedRows += it.rows
 				ds.BufferedBytes += it.bytes
 			}
 		}
-		if len(d.live) > 0 {
+		if len(d.c.Live()) > 0 {
 			ds.AgeSeconds = now.Sub(d.liveSince).Seconds()
 		}
-		if d.halted != nil {
-			ds.LastError = d.halted.Error()
+		if d.c.Halted() {
+			ds.LastError = d.haltErr.Error()
 		}
 		st.States[ds.State]++
 		st.Destinations = append(st.Destinations, ds)
@@ -111,10 +111,10 @@ func (m *Manager) updateGaugesLocked() {
 	pending := 0
 	for _, d := range m.dests {
 		counts[m.stateLocked(d, now)]++
-		if len(d.live) > 0 {
+		if len(d.c.Live()) > 0 {
 			oldest = max(oldest, now.Sub(d.liveSince))
 		}
-		pending += len(d.pending)
+		pending += d.c.Pending()
 	}
 	for s, n := range counts {
 		m.m.destinations.WithLabelValues(s).Set(float64(n))
@@ -130,10 +130,10 @@ func (m *Manager) Resume(destination string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d, ok := m.dests[destination]
-	if !ok || d.halted == nil {
+	if !ok || !d.c.Resume() {
 		return false
 	}
-	d.halted = nil
+	d.haltErr = nil
 	d.lastErr = ""
 	return true
 }
