@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
 )
 
@@ -218,5 +219,45 @@ func TestAddedTableIsBackfilled(t *testing.T) {
 	}
 	if st := backfillRow(t, e); st != "done" {
 		t.Errorf("reader_backfill says %q, want done", st)
+	}
+}
+
+// Copied rows take the LSN one byte below the slot's consistent point: above
+// every commit the snapshot holds, and below the first commit it does not,
+// whose record can start at the consistent point itself (a row copied at the
+// consistent point would tie with that commit's changes and win on its copy
+// ordinal, a stale value over a newer one; TestBackfillThenStream lost an
+// update that way under load). Negative control: the old rule (rows at the
+// consistent point) fails the upper bound.
+func TestBackfillRowsBelowConsistentPoint(t *testing.T) {
+	e := newEnv(t, "public.a")
+	e.cfg.Source.Backfill = true
+	e.exec(`CREATE TABLE a (tenant_id text, id int, PRIMARY KEY (tenant_id, id));
+		INSERT INTO a SELECT 't', g FROM generate_series(1, 10) g;`)
+	pool := e.statePool()
+	defer pool.Close()
+	var inserted string
+	if err := pool.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()::text`).Scan(&inserted); err != nil {
+		t.Fatal(err)
+	}
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	rows := waitRows(t, e, 10)
+	var cpText string
+	if err := pool.QueryRow(context.Background(), `SELECT consistent_point FROM `+e.cfg.State.Schema+`.reader_backfill WHERE slot = $1`, e.cfg.Source.Slot).Scan(&cpText); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := proto.ParseLSN(cpText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := proto.ParseLSN(inserted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if !(r.pos.LSN >= after && r.pos.Less(proto.Position{LSN: cp})) {
+			t.Errorf("copied row at %s: want at or above %s (after the copied commit) and below (%s, 0), the first commit the snapshot does not hold", r.pos, after, cp)
+		}
 	}
 }

@@ -27,8 +27,10 @@
 //     or same-kind retyped columns switch the table to a new schema
 //     (new Sluice-Schema fingerprint) after flushing the current batch.
 //   - Backfill: the slot is created with EXPORT_SNAPSHOT; tables are copied
-//     in that snapshot and published as OpInsert at (consistent point, copy
-//     ordinal per table) before streaming starts at the consistent point.
+//     in that snapshot and published as OpInsert at (consistent point - 1,
+//     copy ordinal per table: below the first streamed commit, which can
+//     start at the consistent point itself; Snapshot.LSN) before streaming
+//     starts at the consistent point.
 //     A crash mid-backfill: the reader_backfill row still says running, so
 //     the next start copies again, keeping the slot (which streams every
 //     change after its own consistent point, deletes of rows the unfinished

@@ -26,8 +26,20 @@ type Snapshot struct {
 	Time            time.Time
 }
 
+// LSN is the commit LSN the copied rows take: one byte below the
+// consistent point. A transaction is in the snapshot when its commit record
+// starts before the consistent point, and it is streamed when its commit
+// record starts at or after it (positions carry the commit record's start),
+// so the first transaction after the snapshot can sit exactly at the
+// consistent point. At (consistent point, ordinal) a copied row would tie
+// with it and win on ordinal, a stale value over a newer change; one byte
+// below, every copied row is newer than each change the snapshot holds (a
+// commit record is at least 24 bytes long, so none starts there) and older
+// than each change it does not.
+func (s Snapshot) LSN() proto.LSN { return s.ConsistentPoint - 1 }
+
 // Backfill copies every table's rows as of snap and publishes them as
-// OpInsert at (consistent point, copy ordinal), tables in parallel on
+// OpInsert at (snap.LSN(), copy ordinal), tables in parallel on
 // workers connections to dsn. It returns once every batch is acked.
 // meta resolves column types (it runs before the workers start).
 func Backfill(ctx context.Context, dsn string, snap Snapshot, tables []source.Table, workers int, o *Options) error {
@@ -266,7 +278,7 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 		for res.NextRow() {
 			vals := res.Values()
 			ord++
-			row.Pos = proto.Position{LSN: snap.ConsistentPoint, Seq: ord}
+			row.Pos = proto.Position{LSN: snap.LSN(), Seq: ord}
 			row.Kinds, row.Values = row.Kinds[:0], row.Values[:0]
 			for _, v := range vals {
 				if v == nil {
@@ -289,7 +301,7 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 					cb = batch.NewBuilder(o.Mem, sc.WithClaims(), o.Append)
 				}
 				if err := cb.Append(&row); err != nil {
-					return haltBackfill(ctx, t.Name, snap.ConsistentPoint, o, err)
+					return haltBackfill(ctx, t.Name, snap.LSN(), o, err)
 				}
 				if err := flushB(cb); err != nil {
 					return err
@@ -303,7 +315,7 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 				// A value sluice cannot carry: halt this table as the
 				// stream would (persisted, so the stream skips it too);
 				// the other tables' copies go on.
-				return haltBackfill(ctx, t.Name, snap.ConsistentPoint, o, err)
+				return haltBackfill(ctx, t.Name, snap.LSN(), o, err)
 			}
 			if b.Rows() >= o.BatchRows || b.Bytes() >= o.BatchBytes {
 				if err := flush(); err != nil {
