@@ -2,11 +2,7 @@ package packstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,11 +56,8 @@ func (d *DirStore) PutClaim(ctx context.Context, path string, data []byte) error
 	if err := d.mkdirDurable(dir); err != nil {
 		return fmt.Errorf("writing claim %s: %w", path, err)
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
-	if err := writeSync(tmp, data); err != nil {
-		_ = os.Remove(tmp)
+	tmp, err := writeTemp(dir, data)
+	if err != nil {
 		return fmt.Errorf("writing claim %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
@@ -82,17 +75,7 @@ func (d *DirStore) GetClaim(ctx context.Context, path string) ([]byte, error) {
 	if err := ValidateClaimPath(path); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("reading claim %s: %w", path, err)
-	}
-	b, err := os.ReadFile(d.abs(path))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reading claim %s: %w", path, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading claim %s: %w", path, err)
-	}
-	return b, nil
+	return d.read(ctx, "claim", path)
 }
 
 // PutClaim implements ClaimStore (a plain PUT: atomic on S3).

@@ -169,11 +169,8 @@ func (d *DirStore) Put(ctx context.Context, path string, data []byte) error {
 	if err := d.mkdirDurable(dir); err != nil {
 		return fmt.Errorf("writing pack %s: %w", path, err)
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
-	if err := writeSync(tmp, data); err != nil {
-		_ = os.Remove(tmp)
+	tmp, err := writeTemp(dir, data)
+	if err != nil {
 		return fmt.Errorf("writing pack %s: %w", path, err)
 	}
 	defer os.Remove(tmp)
@@ -491,17 +488,35 @@ func (d *DirStore) Get(ctx context.Context, path string) ([]byte, error) {
 	if err := ValidatePath(path); err != nil {
 		return nil, err
 	}
+	return d.read(ctx, "pack", path)
+}
+
+// read returns the file at path (a pack or a claim: what names it in errors).
+func (d *DirStore) read(ctx context.Context, what, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("reading pack %s: %w", path, err)
+		return nil, fmt.Errorf("reading %s %s: %w", what, path, err)
 	}
 	b, err := os.ReadFile(d.abs(path))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reading pack %s: %w", path, ErrNotFound)
+		return nil, fmt.Errorf("reading %s %s: %w", what, path, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading pack %s: %w", path, err)
+		return nil, fmt.Errorf("reading %s %s: %w", what, path, err)
 	}
 	return b, nil
+}
+
+// writeTemp writes data durably to a new temporary file in dir (removed
+// again on error) and returns its path.
+func writeTemp(dir string, data []byte) (string, error) {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
+	if err := writeSync(tmp, data); err != nil {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
 }
 
 // List implements Store. Temporary files (names starting with ".") are
