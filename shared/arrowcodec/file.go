@@ -48,27 +48,9 @@ const (
 // maxBatch bounds the decompressed bytes of one record batch. Files with
 // dictionary batches are refused (sluice never writes them).
 func VerifyFile(data []byte, maxBatch int64) error {
-	footer, err := fileFooter(data)
+	footer, f, err := verifyFooter(data)
 	if err != nil {
 		return err
-	}
-	root, err := u32(footer, 0)
-	if err != nil {
-		return fmt.Errorf("footer: %w", err)
-	}
-	f, err := tableAt(footer, root)
-	if err != nil {
-		return fmt.Errorf("footer: %w", err)
-	}
-	s, ok, err := f.sub(footerSchema)
-	if err != nil || !ok {
-		return errors.Join(errors.New("footer without a schema"), err)
-	}
-	if err := verifySchema(s); err != nil {
-		return fmt.Errorf("footer schema: %w", err)
-	}
-	if err := f.tables(footerCustomMeta, verifyKV); err != nil {
-		return fmt.Errorf("footer metadata: %w", err)
 	}
 	if _, n, err := f.vector(footerDictionaries, blockSize); err != nil || n > 0 {
 		return errors.Join(fmt.Errorf("footer: %d dictionary batches (none expected)", n), err)
@@ -98,27 +80,9 @@ func VerifyFile(data []byte, maxBatch int64) error {
 // VerifyFileFooter checks only what reading a file's schema touches: the
 // magic at both ends and the footer's flatbuffer.
 func VerifyFileFooter(data []byte) error {
-	footer, err := fileFooter(data)
+	_, f, err := verifyFooter(data)
 	if err != nil {
 		return err
-	}
-	root, err := u32(footer, 0)
-	if err != nil {
-		return fmt.Errorf("footer: %w", err)
-	}
-	f, err := tableAt(footer, root)
-	if err != nil {
-		return fmt.Errorf("footer: %w", err)
-	}
-	s, ok, err := f.sub(footerSchema)
-	if err != nil || !ok {
-		return errors.Join(errors.New("footer without a schema"), err)
-	}
-	if err := verifySchema(s); err != nil {
-		return fmt.Errorf("footer schema: %w", err)
-	}
-	if err := f.tables(footerCustomMeta, verifyKV); err != nil {
-		return fmt.Errorf("footer metadata: %w", err)
 	}
 	if _, _, err := f.vector(footerDictionaries, blockSize); err != nil {
 		return fmt.Errorf("footer dictionaries: %w", err)
@@ -296,3 +260,31 @@ func (l *LimitedAllocator) Free(b []byte) { l.a.Free(b) }
 // ReleaseLeaked frees every allocation still live: call it only after a
 // failed decode, when nothing it allocated is referenced any more.
 func (l *LimitedAllocator) ReleaseLeaked() { l.a.releaseLeaked() }
+
+// verifyFooter checks the magic at both ends and the footer's flatbuffer up
+// to its schema and metadata, and returns the footer and its root table.
+func verifyFooter(data []byte) ([]byte, fbTable, error) {
+	footer, err := fileFooter(data)
+	if err != nil {
+		return nil, fbTable{}, err
+	}
+	root, err := u32(footer, 0)
+	if err != nil {
+		return nil, fbTable{}, fmt.Errorf("footer: %w", err)
+	}
+	f, err := tableAt(footer, root)
+	if err != nil {
+		return nil, fbTable{}, fmt.Errorf("footer: %w", err)
+	}
+	s, ok, err := f.sub(footerSchema)
+	if err != nil || !ok {
+		return nil, fbTable{}, errors.Join(errors.New("footer without a schema"), err)
+	}
+	if err := verifySchema(s); err != nil {
+		return nil, fbTable{}, fmt.Errorf("footer schema: %w", err)
+	}
+	if err := f.tables(footerCustomMeta, verifyKV); err != nil {
+		return nil, fbTable{}, fmt.Errorf("footer metadata: %w", err)
+	}
+	return footer, f, nil
+}
