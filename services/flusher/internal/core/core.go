@@ -32,6 +32,7 @@ const (
 	ForgetNaked                          // nak'd messages leave the pending set
 	NoEpochCheck                         // a fetch that raced a failure is buffered anyway
 	NoAckFence                           // ack without checking the lease
+	NoFetchDeadline                      // fetch past the local lease deadline; settle without waiting out old fetches
 )
 
 // Verdict is what to do with a received message.
@@ -39,12 +40,13 @@ type Verdict uint8
 
 // Verdicts of Receive.
 const (
-	Buffer    Verdict = iota // buffered and pending
-	Release                  // the partition is lost: release, neither ack nor nak
-	NakHalted                // the destination is halted: nak with a long delay
-	NakEpoch                 // the fetch raced a failed flush: nak
-	AckDrop                  // acked without a flush (DropRedelivered only)
-	Consumed                 // the shell's lifecycle hook took it
+	Buffer     Verdict = iota // buffered and pending
+	Release                   // the partition is lost: release, neither ack nor nak
+	NakHalted                 // the destination is halted: nak with a long delay
+	NakEpoch                  // the fetch raced a failed flush: nak
+	AckDrop                   // acked without a flush (DropRedelivered only)
+	Consumed                  // the shell's lifecycle hook took it
+	NakExpired                // fetched past the local lease deadline: nak, kept pending as nak'd
 )
 
 // Step is one step of a flush, in the order Flush.Next gives them.
@@ -148,12 +150,16 @@ type Partition[T Item] struct {
 	term   int64
 	lost   bool
 	seeded bool
-	gen    uint64 // failure generation (read epoch)
-	loaded map[string]proto.Position
-	dests  map[string]*Dest[T]
-	order  []string // dests in creation order (deterministic iteration)
-	mut    Mutant
-	rec    func(Record) // SetRecorder
+	// expired: the lease deadline as the shell measures it locally passed
+	// without a renewal; drained: one fetch wait has passed since the
+	// claim, so no fetch opened under an earlier lease can still deliver.
+	expired, drained bool
+	gen              uint64 // failure generation (read epoch)
+	loaded           map[string]proto.Position
+	dests            map[string]*Dest[T]
+	order            []string // dests in creation order (deterministic iteration)
+	mut              Mutant
+	rec              func(Record) // SetRecorder
 }
 
 // NewPartition is partition id claimed under lease term, with the cursors
@@ -173,6 +179,50 @@ func (p *Partition[T]) Lost() bool { return p.lost }
 
 // Seeded reports whether the partition is settled (its cursors advance).
 func (p *Partition[T]) Seeded() bool { return p.seeded }
+
+// Expire records that the lease deadline, as the shell measures it on its
+// own monotonic clock (the start of the last successful renewal plus the
+// TTL, less a margin), passed: no fetch may start, and a message fetched
+// from now on is not accepted (Receive: NakExpired). The deadline comes
+// before the server's expiry, after which another replica may claim.
+func (p *Partition[T]) Expire() {
+	if !p.lost {
+		p.expired = true
+	}
+	p.record(Record{Ev: EvExpire})
+}
+
+// Renewed records a renewal that succeeded with its deadline still ahead:
+// the lease was held throughout (a renewal of an expired lease fails), so
+// fetching resumes.
+func (p *Partition[T]) Renewed() {
+	if !p.lost {
+		p.expired = false
+	}
+	p.record(Record{Ev: EvRenewed})
+}
+
+// Expired reports whether the local lease deadline passed unrenewed.
+func (p *Partition[T]) Expired() bool { return p.expired }
+
+// MayFetch reports whether the shell may start a fetch: the partition is
+// held and its local lease deadline has not passed.
+func (p *Partition[T]) MayFetch() bool {
+	return !p.lost && (!p.expired || p.mut&NoFetchDeadline != 0)
+}
+
+// Drained records that one fetch wait (a fetch request's server-side
+// expiry) has passed since the claim: a fetch a previous owner opened
+// before its deadline, hence before its lease expired and this claim,
+// delivers nothing more, so what it delivered is in the ack-pending count
+// Settle reads. Settle refuses before.
+func (p *Partition[T]) Drained() {
+	p.drained = true
+	p.record(Record{Ev: EvDrained})
+}
+
+// IsDrained reports whether Drained was recorded.
+func (p *Partition[T]) IsDrained() bool { return p.drained }
 
 // Gen is the failure generation; a fetch reads it before it starts.
 func (p *Partition[T]) Gen() uint64 { return p.gen }
@@ -222,7 +272,7 @@ func (p *Partition[T]) Settle(ackPending int) (ok bool) {
 			p.record(Record{Ev: EvSettle, N: ackPending, Out: fmt.Sprint(ok)})
 		}
 	}()
-	if p.seeded || p.lost || ackPending > p.Tracked() {
+	if p.seeded || p.lost || ackPending > p.Tracked() || (!p.drained && p.mut&NoFetchDeadline == 0) {
 		return false
 	}
 	p.seeded = true
@@ -284,6 +334,14 @@ func (d *Dest[T]) Receive(it T, gen uint64, hook func() bool) (v Verdict) {
 	switch {
 	case d.p.lost:
 		return Release
+	case d.p.expired && d.p.mut&NoFetchDeadline == 0:
+		// Past the deadline this replica may no longer hold the lease: the
+		// message is nak'd, but stays pending (nak'd) should the lease
+		// turn out held (Renewed), so no cursor of this owner passes it.
+		if m.Seq != 0 {
+			d.pending[m.Seq] = Span{First: m.First, Last: m.Last, Naked: true}
+		}
+		return NakExpired
 	case hook != nil && hook():
 		return Consumed
 	case d.halted:

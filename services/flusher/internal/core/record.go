@@ -44,6 +44,9 @@ const (
 	EvHoldNaked = "hold-naked"
 	EvEvict     = "evict"
 	EvResume    = "resume"
+	EvExpire    = "expire"
+	EvRenewed   = "renewed"
+	EvDrained   = "drained"
 )
 
 // SetRecorder makes p log every event and answer to rec (nil: none),
@@ -80,6 +83,6 @@ func errText(err error) string {
 	return err.Error()
 }
 
-var verdictNames = [...]string{"buffer", "release", "nak-halted", "nak-epoch", "ack-drop", "consumed"}
+var verdictNames = [...]string{"buffer", "release", "nak-halted", "nak-epoch", "ack-drop", "consumed", "nak-expired"}
 
 func (v Verdict) String() string { return verdictNames[v] }

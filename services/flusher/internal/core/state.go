@@ -50,6 +50,12 @@ func (p *Partition[T]) AppendState(b []byte, item func([]byte, T) []byte) []byte
 	if p.seeded {
 		flags |= 2
 	}
+	if p.expired {
+		flags |= 4
+	}
+	if p.drained {
+		flags |= 8
+	}
 	b = binary.AppendUvarint(b, uint64(p.term))
 	b = binary.AppendUvarint(b, flags)
 	b = binary.AppendUvarint(b, p.gen)

@@ -50,6 +50,7 @@ func encode(b []byte, s *state, perm []int) []byte {
 	}
 	for _, r := range perm {
 		p := s.reps[r].p
+		b = binary.AppendUvarint(b, uint64(s.reps[r].req))
 		if p == nil {
 			b = append(b, 0)
 			continue

@@ -50,6 +50,7 @@ var Mutants = []MutantCase{
 	{"redeliveries at or below the cursor dropped", core.DropRedelivered},
 	{"ack before the cursor write", core.AckBeforeCursor},
 	{"ack without the lease fence", core.NoAckFence},
+	{"fetch past the lease deadline, settle without waiting out old fetches", core.NoFetchDeadline},
 }
 
 // Run checks c (depth first if c.DepthFirst), then every mutant of it

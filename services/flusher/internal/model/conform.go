@@ -142,6 +142,12 @@ func replay(p *core.Partition[ritem], rec core.Record) error {
 		d.EvictLive()
 	case core.EvResume:
 		d.Resume()
+	case core.EvExpire:
+		p.Expire()
+	case core.EvRenewed:
+		p.Renewed()
+	case core.EvDrained:
+		p.Drained()
 	default:
 		return fmt.Errorf("unknown event %q", rec.Ev)
 	}

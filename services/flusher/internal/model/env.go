@@ -24,14 +24,9 @@ type Config struct {
 	InOrder  bool     // routers publish in position order (one router)
 	// Budgets of the faults (each is an event the model may take at any
 	// point, at most this many times).
-	Crashes       int // a replica dies (kill -9) and restarts empty
-	LeaseExpiries int // the partition lease expires under its holder
-	FlushFailures int // a pack write or pack-event publish fails
-	// ZombieFetch lets a replica whose lease expired unnoticed go on
-	// fetching. Off, a replica fetches only while its lease is live (the
-	// assumption that its fetch loop stops at the lease's deadline, which
-	// the shell does not implement yet: see TestZombieFetchPassesCursor).
-	ZombieFetch    bool
+	Crashes        int // a replica dies (kill -9) and restarts empty
+	LeaseExpiries  int // the partition lease expires under its holder
+	FlushFailures  int // a pack write or pack-event publish fails
 	Mutant         core.Mutant
 	DepthFirst     bool // explore depth first (CheckDepthFirst)
 	Progress       func(depth, states, frontier int)
@@ -73,6 +68,11 @@ type msg struct {
 // (nil: it owns nothing).
 type replica struct {
 	p *core.Partition[item]
+	// req is the fetch request (a pull request with a server-side
+	// expiry, the fetch wait) the replica may still have open after its
+	// lease deadline passed: the term it was opened under, or 0 for none.
+	// It stays open until it expires.
+	req int64
 }
 
 // Lease holders beyond replica indexes.

@@ -53,17 +53,16 @@ func TestKeepLiveAloneHolds(t *testing.T) {
 	}
 }
 
-// A known gap the checker found: a replica whose lease expired unnoticed
-// goes on fetching (the shell's fetch loop stops only once it finds the
-// lease lost), so after the new owner settled, a message can be pending at
-// the zombie while the new owner's cursor passes it. Nothing is lost (the
-// message redelivers and is flushed again, since redeliveries below the
-// cursor are not dropped), but the cursor is not prefix-complete until
-// then. The default configurations assume the fetch loop stops at the
-// lease's deadline; this test keeps the gap visible until the shell does.
+// The negative control of the fetch deadline: a replica whose lease
+// expired unnoticed goes on fetching (NoFetchDeadline), and the new owner
+// settles without waiting out the old owner's open fetch, so a message can
+// be pending at the zombie while the new owner's cursor passes it. Nothing
+// is lost (it redelivers and is flushed again), but the cursor is not
+// prefix-complete until then. With the rule on, the same configuration,
+// zombie fetcher included, holds (TestProtocolHolds).
 func TestZombieFetchPassesCursor(t *testing.T) {
 	c := tiny()
-	c.ZombieFetch = true
+	c.Mutant = core.NoFetchDeadline
 	r := Check(c)
 	if !strings.HasPrefix(r.Violation, "cursor not prefix-complete") {
 		t.Fatalf("got violation %q, want the zombie-fetch gap", r.Violation)

@@ -23,6 +23,9 @@ const (
 	aClaim                   // r claims the partition
 	aCrash                   // r dies and restarts empty
 	aExpireMsg               // AckWait passes for message arg at a holder that dropped it
+	aReqExpire               // r's open fetch request expires (its fetch wait passes)
+	aDeadline                // r's lease deadline, as it measures it locally, passes
+	aRenew                   // r renews its live lease after its local deadline passed
 )
 
 // action is one event; r is -1 for an event of the environment alone.
@@ -57,7 +60,7 @@ func enabled(c Config, s *state, out []action) []action {
 			break
 		}
 	}
-	if s.live && int(s.expiries) < c.LeaseExpiries {
+	if s.live && int(s.expiries) < c.LeaseExpiries && !s.holderBeforeDeadline() {
 		out = append(out, action{r: -1, k: aExpireLease})
 	}
 	firstNew := -1
@@ -86,20 +89,34 @@ func enabled(c Config, s *state, out []action) []action {
 		if p == nil {
 			continue
 		}
+		if s.reps[r].req != 0 {
+			out = append(out, action{k: aReqExpire, r: r8})
+		}
+		// While its core lets it, the replica may have a fetch open at any
+		// time; past its deadline, the one it opened before stays open
+		// until it expires. The server delivers to an open request,
+		// whatever the replica's lease (a lost partition's shell releases
+		// what it receives).
+		if s.reps[r].req != 0 || p.MayFetch() {
+			for i, m := range s.msgs {
+				if (m.status == msgPending && m.holder < 0) || i == firstNew {
+					out = append(out, action{k: aFetch, r: r8, a: int8(i)})
+				}
+			}
+		}
 		if !p.Lost() {
 			if !s.holds(r, p) {
 				out = append(out, action{k: aLeaseLost, r: r8})
 			}
+			// A deadline matters only as the prelude of an expiry: with
+			// none left in the budget, renewals keep up.
+			if !p.Expired() && int(s.expiries) < c.LeaseExpiries {
+				out = append(out, action{k: aDeadline, r: r8})
+			} else if s.holds(r, p) {
+				out = append(out, action{k: aRenew, r: r8})
+			}
 			if !p.Seeded() && s.ackPending() <= p.Tracked() {
 				out = append(out, action{k: aSettle, r: r8})
-			}
-			for i, m := range s.msgs {
-				if !c.ZombieFetch && !s.holds(r, p) {
-					break
-				}
-				if (m.status == msgPending && m.holder < 0) || i == firstNew {
-					out = append(out, action{k: aFetch, r: r8, a: int8(i)})
-				}
 			}
 		}
 		for di := 0; di < c.Dests; di++ {
@@ -121,6 +138,30 @@ func enabled(c Config, s *state, out []action) []action {
 		}
 	}
 	return out
+}
+
+// holderBeforeDeadline reports whether the lease's holder has not yet seen
+// its local deadline pass: the server cannot expire the lease before that
+// (the deadline is the renewal's start plus the TTL less a margin, on the
+// replica's clock; the server's expiry is the renewal's commit plus the
+// TTL on its own).
+func (s *state) holderBeforeDeadline() bool {
+	if s.holder < 0 {
+		return false
+	}
+	p := s.reps[s.holder].p
+	return p != nil && p.Term() == s.term && !p.Lost() && !p.Expired()
+}
+
+// oldRequestOpen reports whether a fetch request opened under a lease term
+// before term is still open: one fetch wait after the claim of term none is.
+func (s *state) oldRequestOpen(term int64) bool {
+	for _, rp := range s.reps {
+		if rp.req != 0 && rp.req < term {
+			return true
+		}
+	}
+	return false
 }
 
 // holds reports whether replica r holds the live lease p was claimed under.
@@ -146,8 +187,31 @@ func (s *state) lose(r int) {
 }
 
 // apply performs a on s (a clone) and returns a violated transition rule,
-// or "". note, if not nil, receives what happened.
+// or "". note, if not nil, receives what happened. Then every replica
+// whose claim's fetch wait can have passed (no fetch opened under an
+// earlier term is open) is drained at once: being drained only enables
+// Settle, which stays an event of its own, so draining as early as
+// possible loses no behavior.
 func apply(c Config, s *state, a action, note func(string)) string {
+	v := applyEvent(c, s, a, note)
+	for r := range s.reps {
+		p := s.reps[r].p
+		if p == nil || p.Lost() || p.IsDrained() || s.oldRequestOpen(p.Term()) {
+			continue
+		}
+		if r != int(a.r) {
+			p = p.Clone() // copy on write (clone shares untouched cores)
+			s.reps[r].p = p
+		}
+		p.Drained()
+		if note != nil {
+			note(fmt.Sprintf("%s has waited out a fetch wait since its claim: no earlier owner's fetch is open", holderName(int8(r))))
+		}
+	}
+	return v
+}
+
+func applyEvent(c Config, s *state, a action, note func(string)) string {
 	say := func(format string, args ...any) {
 		if note != nil {
 			note(fmt.Sprintf(format, args...))
@@ -175,7 +239,7 @@ func apply(c Config, s *state, a action, note func(string)) string {
 		m.holder = -1
 	case aCrash:
 		s.crashes++
-		s.reps[r].p = nil
+		s.reps[r].p, s.reps[r].req = nil, 0 // its connection's requests end with it
 		if int(s.holder) == r {
 			s.holder = deadHolder
 		}
@@ -194,6 +258,16 @@ func apply(c Config, s *state, a action, note func(string)) string {
 	case aLeaseLost:
 		say("%s finds its lease lost and drops its buffers (nak'd)", rn)
 		s.lose(r)
+	case aReqExpire:
+		s.reps[r].req = 0
+		say("%s's fetch request expires", rn)
+	case aDeadline:
+		p.Expire()
+		s.reps[r].req = p.Term() // the fetch it opened last may still be open
+		say("%s's local lease deadline passes: it opens no more fetches (its last may still be open)", rn)
+	case aRenew:
+		p.Renewed()
+		say("%s renews its lease after its deadline: it fetches again", rn)
 	case aSettle:
 		n := s.ackPending()
 		ok := p.Settle(n)
@@ -210,7 +284,7 @@ func apply(c Config, s *state, a action, note func(string)) string {
 		v := d.Receive(it, p.Gen(), nil)
 		say("%s is delivered #%d (c%d pos %d -> %s, delivery %d): %s", rn, a.a+1, m.change, ch.Pos, c.destName(ch.Dest), m.deliv, verdictName(v))
 		switch v {
-		case core.NakHalted, core.NakEpoch:
+		case core.NakHalted, core.NakEpoch, core.NakExpired:
 			s.nak(r, it.seq)
 		case core.AckDrop:
 			m.status = msgAcked
@@ -341,7 +415,7 @@ func checkState(c Config, s *state) string {
 }
 
 func verdictName(v core.Verdict) string {
-	return [...]string{"buffered", "released (partition lost)", "nak'd (halted)", "nak'd (raced a failure)", "acked without a flush (at or below the cursor)", "taken by the lifecycle"}[v]
+	return [...]string{"buffered", "released (partition lost)", "nak'd (halted)", "nak'd (raced a failure)", "acked without a flush (at or below the cursor)", "taken by the lifecycle", "nak'd (past the lease deadline)"}[v]
 }
 
 func items(its []item) string {
