@@ -117,11 +117,16 @@ type part struct {
 	lease     state.Lease
 	c         *core.Partition[*item]
 	checkedAt time.Time // last settle check
-	cons      jetstream.Consumer
-	held      int // unacked messages buffered or in flight
-	dests     map[string]*dest
-	cancel    context.CancelFunc // stops its fetch loop
-	done      chan struct{}      // closed when the fetch loop has returned
+	// deadline is the lease's deadline on the local monotonic clock: the
+	// start of the last successful acquire or renewal plus the TTL, less
+	// leaseMargin (fetch.go's deadline argument). claimedAt is when the
+	// acquire returned.
+	deadline, claimedAt time.Time
+	cons                jetstream.Consumer
+	held                int // unacked messages buffered or in flight
+	dests               map[string]*dest
+	cancel              context.CancelFunc // stops its fetch loop
+	done                chan struct{}      // closed when the fetch loop has returned
 }
 
 // Manager is the flusher engine.
@@ -166,17 +171,19 @@ type Manager struct {
 
 	// Test knobs: each switches one safety rule off (negative controls) or
 	// injects a fault the real store cannot produce on demand.
-	scalarMaxCursor   bool // cursor = max flushed position, ignoring pending
-	keepLiveOnFailure bool // a failed flush keeps the live buffer
-	forgetNaked       bool // nak'd messages leave the pending set
-	noEpochCheck      bool // a fetch that raced a failure is buffered anyway
-	dropRedelivered   bool // the brief's drop rule (unsafe, see doc.go)
-	noAckFence        bool // ack without checking the lease term
-	noSettle          bool // seed a claimed partition at once (negative control of settle)
-	abrupt            bool // Run returns without draining or releasing
-	noGroupCommit     bool // every flush runs alone (runFlush): the baseline
-	noPauseCheck      bool // paused/drained destinations flush like active ones
-	noHeldPending     bool // a held destination's nak'd surplus leaves the pending set
+	scalarMaxCursor   bool          // cursor = max flushed position, ignoring pending
+	keepLiveOnFailure bool          // a failed flush keeps the live buffer
+	forgetNaked       bool          // nak'd messages leave the pending set
+	noEpochCheck      bool          // a fetch that raced a failure is buffered anyway
+	dropRedelivered   bool          // the brief's drop rule (unsafe, see doc.go)
+	noAckFence        bool          // ack without checking the lease term
+	noSettle          bool          // seed a claimed partition at once (negative control of settle)
+	noFetchDeadline   bool          // fetch past the local lease deadline; settle without a fetch wait
+	leaseBudgetFault  time.Duration // if set, the lease budget (a renewal slower than it: a fault Postgres cannot produce on demand)
+	abrupt            bool          // Run returns without draining or releasing
+	noGroupCommit     bool          // every flush runs alone (runFlush): the baseline
+	noPauseCheck      bool          // paused/drained destinations flush like active ones
+	noHeldPending     bool          // a held destination's nak'd surplus leaves the pending set
 	heldNakDelay      time.Duration
 	pauseFetch        atomic.Bool
 	fetchPausedSeen   atomic.Bool
@@ -588,6 +595,7 @@ func (m *Manager) mutants() core.Mutant {
 		{m.scalarMaxCursor, core.ScalarMaxCursor}, {m.keepLiveOnFailure, core.KeepLiveOnFailure},
 		{m.forgetNaked, core.ForgetNaked}, {m.noEpochCheck, core.NoEpochCheck},
 		{m.dropRedelivered, core.DropRedelivered}, {m.noAckFence, core.NoAckFence}, {m.noSettle, core.SeedAtClaim},
+		{m.noFetchDeadline, core.NoFetchDeadline},
 	} {
 		if k.on {
 			mut |= k.m

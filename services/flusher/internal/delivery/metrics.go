@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		fetchPaused:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_fetch_paused_total", Help: "Times a partition stopped fetching for backpressure."}),
 		deadLetters:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_dead_letters_total", Help: "Messages dead-lettered."}),
 		redelivered:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_redelivered_total", Help: "Redelivered messages buffered again."}),
-		discarded:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_stale_reads_discarded_total", Help: "Fetched messages discarded because their destination failed meanwhile (epoch check)."}),
+		discarded:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_stale_reads_discarded_total", Help: "Fetched messages discarded (nak'd) because their destination failed meanwhile (epoch check) or they arrived past the partition's local lease deadline."}),
 		inProgress:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_in_progress_acks_total", Help: "In-progress acks sent for buffered messages."}),
 		cursorLag:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_cursor_lag_messages", Help: "Messages received but not yet covered by a cursor."}),
 		groupSize:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_group_commit_flushes", Help: "Flushes committed together by one group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),

@@ -87,6 +87,7 @@ func (m *Manager) renewPartitions(ctx context.Context) {
 		m.mu.Lock()
 		l := p.lease
 		m.mu.Unlock()
+		start := time.Now()
 		nl, err := m.leases.Renew(ctx, l, m.dc.LeaseTTL)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -102,6 +103,11 @@ func (m *Manager) renewPartitions(ctx context.Context) {
 		m.mu.Lock()
 		if p.lease.Term == nl.Term {
 			p.lease = nl
+			p.deadline = start.Add(m.leaseBudget())
+			if p.c.Expired() && time.Now().Before(p.deadline) {
+				m.log.Info("partition lease renewed after its deadline: fetching again", "partition", p.id)
+				p.c.Renewed()
+			}
 		}
 		m.mu.Unlock()
 	}
@@ -201,10 +207,12 @@ func (m *Manager) rebalance(ctx context.Context) error {
 
 // claim acquires partition p, seeds its cursors and starts its fetch loop.
 func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
+	start := time.Now()
 	l, ok, err := m.leases.Acquire(ctx, PartitionLease(id), m.id, m.dc.LeaseTTL)
 	if err != nil || !ok {
 		return false, err
 	}
+	claimedAt := time.Now()
 	loaded, err := m.cursors.Load(ctx, id)
 	if err != nil {
 		_ = m.leases.Release(ctx, l)
@@ -220,7 +228,8 @@ func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	p := &part{id: id, lease: l, c: core.NewPartition[*item](id, l.Term, loaded, m.mutants()), cons: cons,
-		dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{})}
+		dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{}),
+		deadline: start.Add(m.leaseBudget()), claimedAt: claimedAt}
 	if m.trace != nil {
 		p.c.SetRecorder(m.trace.record)
 	}
@@ -234,7 +243,9 @@ func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
 	return true, nil
 }
 
-// settle seeds p once no message of its consumer is unacked elsewhere: a
+// settle seeds p once one fetch wait has passed since the claim (Drained:
+// a previous owner's fetch opened before its deadline delivers nothing
+// more) and no message of its consumer is unacked elsewhere: a
 // previous owner that died (or a fetch it abandoned) leaves messages
 // ack-pending until AckWait, invisible to this owner's pending set, and a
 // cursor advanced meanwhile could pass them (rule 3). The consumer's
@@ -245,6 +256,9 @@ func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
 // larger (seeding later, never early). Called from the fetch loop.
 func (m *Manager) settle(ctx context.Context, p *part) {
 	m.mu.Lock()
+	if !p.c.IsDrained() && time.Since(p.claimedAt) >= fetchWait+drainSlack {
+		p.c.Drained()
+	}
 	due := !p.c.Seeded() && time.Since(p.checkedAt) >= settleEvery
 	if due {
 		p.checkedAt = time.Now()
@@ -266,6 +280,38 @@ func (m *Manager) settle(ctx context.Context, p *part) {
 
 // settleEvery is how often an unseeded partition asks its consumer.
 const settleEvery = 250 * time.Millisecond
+
+// drainSlack is added to the fetch wait before a claimed partition counts
+// its consumer's ack-pending messages: the server's timer of a fetch
+// request and this process's clock need not agree to the millisecond.
+const drainSlack = 250 * time.Millisecond
+
+// leaseBudget is how long after a renewal's start its partition may fetch:
+// the TTL less leaseMargin.
+func (m *Manager) leaseBudget() time.Duration {
+	if m.leaseBudgetFault > 0 {
+		return m.leaseBudgetFault
+	}
+	return m.dc.LeaseTTL - leaseMargin(m.dc.LeaseTTL)
+}
+
+// leaseMargin is how much earlier than the TTL the local deadline falls: a
+// quarter of it, which covers the clocks' rate difference over a TTL and a
+// fetch request's way to the server (ARCHITECTURE.md, "The fetch
+// deadline"). Renewals run every TTL/3, so one slow renewal does not
+// reach it.
+func leaseMargin(ttl time.Duration) time.Duration { return ttl / 4 }
+
+// checkDeadlineLocked tells p's core when its local lease deadline has
+// passed: it starts no fetch and accepts no fetched message until a
+// renewal succeeds in time.
+func (m *Manager) checkDeadlineLocked(p *part) {
+	if p.c.Lost() || p.c.Expired() || time.Now().Before(p.deadline) {
+		return
+	}
+	m.log.Warn("partition lease deadline passed unrenewed: fetching stops", "partition", p.id, "term", p.lease.Term)
+	p.c.Expire()
+}
 
 // releasePartition stops fetching p, flushes its buffers, then releases
 // its lease.

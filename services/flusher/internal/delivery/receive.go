@@ -53,9 +53,21 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		}
 		gen := p.c.Gen()
 		lost := p.c.Lost()
+		m.checkDeadlineLocked(p)
+		mayFetch := p.c.MayFetch()
 		m.mu.Unlock()
 		if lost {
 			return
+		}
+		if !mayFetch {
+			// Past the local lease deadline: the renewal decides.
+			m.settle(ctx, p)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
 		}
 		if m.pauseFetch.Load() {
 			m.fetchPausedSeen.Store(true)
@@ -192,6 +204,7 @@ func (m *Manager) receive(ctx context.Context, p *part, msg jetstream.Msg, gen u
 		it.rec.Release() // not acked: redelivers to the new owner
 		return
 	}
+	m.checkDeadlineLocked(p)
 	d := m.destLocked(p, name)
 	switch d.c.Receive(it, gen, func() bool { return m.lifecycleReceiveLocked(d, it) }) {
 	case core.Release:
@@ -213,6 +226,13 @@ func (m *Manager) receive(ctx context.Context, p *part, msg jetstream.Msg, gen u
 	case core.AckDrop:
 		it.rec.Release()
 		_ = msg.Ack()
+		return
+	case core.NakExpired:
+		// Fetched past the local lease deadline: another replica may own
+		// the partition now. Kept pending as nak'd by the core.
+		it.rec.Release()
+		_ = msg.Nak()
+		m.m.discarded.Inc()
 		return
 	}
 	if it.delivered > 1 {
