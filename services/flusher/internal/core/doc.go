@@ -17,7 +17,11 @@
 //     pack, capped just below the first position still pending (buffered,
 //     in flight in another flush, or nak'd awaiting redelivery);
 //   - a claimed partition advances no cursor until it is settled: its
-//     consumer's ack-pending count is no more than the messages it tracks;
+//     consumer's ack-pending count is no more than the messages it tracks,
+//     counted only once a fetch wait has passed since the claim (Drained);
+//   - past its local lease deadline (Expire, until Renewed) a partition
+//     starts no fetch (MayFetch) and buffers nothing (NakExpired: nak'd,
+//     kept pending);
 //   - a flush's steps run in order: packs durable, cursor, pack events,
 //     then the ack, which is fenced by the lease the flush started under;
 //   - a failed flush discards its in-flight and live buffers (nak'd, still

@@ -50,7 +50,14 @@
 //     messages this owner tracks, so a dead previous owner's unacked
 //     messages (invisible until AckWait) cannot be passed; flushes and
 //     acks go on meanwhile. The unexported knob noSettle seeds at claim
-//     (TestTakeoverSettleNegativeControl).
+//     (TestTakeoverSettleNegativeControl). It counts only a fetch wait
+//     after the claim (Drained), when a previous owner's fetch delivers
+//     nothing more.
+//   - Fetch deadline (ownership.go checkDeadlineLocked): a partition
+//     starts no fetch, and buffers nothing a fetch delivers (nak'd, kept
+//     pending), once its local lease deadline passed unrenewed: the start
+//     of its last successful renewal plus TTL less TTL/4, on the monotonic
+//     clock (ARCHITECTURE.md "The fetch deadline").
 //   - Epochs: a fetch records the failure generation before it starts; a
 //     message fetched before a failure of its destination and buffered after
 //     it is discarded (nak'd), the Viaduck read-epoch rule.
