@@ -496,6 +496,14 @@ func (m *Manager) triggers(ctx context.Context) {
 	}
 }
 
+// settling reports whether p was claimed so recently that it may settle
+// any moment (a fetch wait and two settle checks): an interval flush then
+// waits, since an unsettled flush writes no cursor and the cursor would
+// lag until the next flush. Size and memory triggers do not wait.
+func settling(p *part, now time.Time) bool {
+	return p != nil && !p.c.Seeded() && now.Sub(p.claimedAt) < fetchWait+drainSlack+2*settleEvery
+}
+
 func (m *Manager) evaluate(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -504,7 +512,7 @@ func (m *Manager) evaluate(now time.Time) {
 		if len(d.c.Live()) == 0 {
 			continue
 		}
-		if now.Sub(d.liveSince) >= m.dc.FlushInterval {
+		if now.Sub(d.liveSince) >= m.dc.FlushInterval && !settling(d.part, now) {
 			m.enqueueLocked(d, "interval")
 		}
 		candidates = append(candidates, d)

@@ -142,6 +142,7 @@ func (m *Manager) serverNow(ctx context.Context) (time.Time, error) {
 }
 
 func (m *Manager) rebalance(ctx context.Context) error {
+	listed := time.Now()
 	now, err := m.serverNow(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the server clock: %w", err)
@@ -188,13 +189,26 @@ func (m *Manager) rebalance(ctx context.Context) error {
 	for _, p := range owned {
 		have[p] = true
 	}
+	// A partition lease that expired (or was released) more than a fetch
+	// wait ago, or never existed, leaves no fetch of an earlier owner open.
+	prev, err := m.leases.List(ctx, "flusher/p")
+	if err != nil {
+		return err
+	}
+	quietSince := map[string]bool{}
+	for _, l := range prev {
+		if l.Expires.Add(fetchWait + drainSlack).After(now) {
+			quietSince[l.Name] = false
+		}
+	}
 	start := idx * n / len(live)
 	for k := 0; k < n && len(have) < share; k++ {
 		p := (start + k) % n
 		if have[p] {
 			continue
 		}
-		ok, err := m.claim(ctx, p)
+		_, recent := quietSince[PartitionLease(p)]
+		ok, err := m.claim(ctx, p, !recent, listed)
 		if err != nil {
 			return err
 		}
@@ -206,7 +220,13 @@ func (m *Manager) rebalance(ctx context.Context) error {
 }
 
 // claim acquires partition p, seeds its cursors and starts its fetch loop.
-func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
+// quiet says that, when the server clock was read (the local time listed,
+// before), the partition's lease had been expired for more than a fetch
+// wait or had never existed: if the claim returns within TTL/2 of listed,
+// no other owner can have held it in between (its lease would still be
+// live), so no earlier owner's fetch is open and the partition is drained
+// at once; otherwise it waits out a fetch wait (settle).
+func (m *Manager) claim(ctx context.Context, id int, quiet bool, listed time.Time) (bool, error) {
 	start := time.Now()
 	l, ok, err := m.leases.Acquire(ctx, PartitionLease(id), m.id, m.dc.LeaseTTL)
 	if err != nil || !ok {
@@ -232,6 +252,9 @@ func (m *Manager) claim(ctx context.Context, id int) (bool, error) {
 		deadline: start.Add(m.leaseBudget()), claimedAt: claimedAt}
 	if m.trace != nil {
 		p.c.SetRecorder(m.trace.record)
+	}
+	if quiet && claimedAt.Sub(listed) < m.dc.LeaseTTL/2 {
+		p.c.Drained()
 	}
 	m.mu.Lock()
 	m.parts[id] = p
