@@ -28,9 +28,16 @@ func deadlineScenario(t *testing.T, noFetchDeadline bool) (buffered int64, redel
 		m.noFetchDeadline = noFetchDeadline
 	})
 	t.Cleanup(z.stop)
-	waitFor(t, 20*time.Second, "z owns the partition", func() bool { return e.leaseHolders(t)[0] == "z" })
+	// The lease row is written before the claim registers the partition:
+	// wait for the partition itself.
+	var p *part
+	waitFor(t, 20*time.Second, "z owns the partition", func() bool {
+		z.m.mu.Lock()
+		defer z.m.mu.Unlock()
+		p = z.m.parts[0]
+		return p != nil
+	})
 	z.m.mu.Lock()
-	p := z.m.parts[0]
 	gen := p.c.Gen()
 	z.m.mu.Unlock()
 	e.publish(t, "d", []pt.Row{{ID: 1, LSN: 100, Seq: 1}})
