@@ -28,8 +28,12 @@ func PackPath(destination, table, packID string) string {
 	return destination + "/" + table + "/" + packID + ".arrow"
 }
 
-// PackEventSchema is the schema of the one-row Arrow IPC body of a pack event
-// on PACKS: enough for an indexer to find and check the pack.
+// PackEventSchema is the schema of the Arrow IPC body of a pack event on
+// PACKS: enough for an indexer to find and check the pack. A per-destination
+// pack's event has one row; a segment's event (SegmentEventSubject) has one
+// row per destination it holds, in the segment's row order, each with the
+// segment's pack_id, store_id, table, path, schema and bytes and that
+// destination's first, last, rows and tombstones.
 var PackEventSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "pack_id", Type: arrow.BinaryTypes.String},
 	{Name: "store_id", Type: arrow.BinaryTypes.String},
