@@ -7,7 +7,8 @@
 // A pack is immutable: a Store never overwrites a path with different bytes
 // (writing the same bytes again is an idempotent no-op), never exposes a
 // partly written file, and never accepts a path outside the
-// <destination>/<table>/<file> layout. packstore must never decide what goes
+// <destination>/<table>/<file> layout or the segment layout
+// .seg/<YYYY-MM-DD>/<HH>/<table>/<id>.arrow (proto.SegmentPath). packstore must never decide what goes
 // into a pack (resolution is the flusher's job) nor read the catalog.
 //
 // Every implementation must pass packstoretest.StoreContract.
@@ -26,6 +27,14 @@
 //     against the rows. ReadPackMeta checks only the footer. All recover
 //     from panics inside the Arrow IPC reader and return errors wrapping
 //     ErrCorruptPack.
+//   - A segment (EncodeSegment) is a pack of format proto.SegmentFormatVersion:
+//     every destination's rows of one group commit and table, grouped by
+//     destination (sorted by name), each row carrying proto.ColDestination
+//     (utf8, the last column), its footer indexing each destination's row
+//     range, rows, tombstones, first and last (proto.MetaPackDestinations).
+//     VerifyPack checks that index against the rows: ranges contiguous and
+//     covering, per-entry counts and positions, every row's destination its
+//     entry's. A segment that fails is ErrCorruptPack like a damaged pack.
 //   - DirStore.CleanTemp removes the temporary files of killed writes once
 //     they are older than TempMaxAge (an hour); the indexer runs it.
 package packstore

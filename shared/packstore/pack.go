@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -25,12 +24,37 @@ type PackMeta struct {
 	First, Last proto.Position
 	Rows        int64
 	Tombstones  int64
+	// Index is a segment's destination index: its footer's
+	// proto.MetaPackDestinations, JSON []proto.SegmentEntry in row order
+	// (Entries parses it); "" for a pack of format proto.PackFormatVersion.
+	// A segment (format proto.SegmentFormatVersion) has an Index and no
+	// Destination. A string, so that PackMeta stays comparable.
+	Index string
 }
 
-// Path is the pack's store-relative path.
-func (m PackMeta) Path() string { return proto.PackPath(m.Destination, m.Table, m.PackID) }
+// Entries returns a segment's destination index (nil for a pack). A
+// PackMeta read from a footer has had its index checked already.
+func (m PackMeta) Entries() ([]proto.SegmentEntry, error) {
+	if !m.IsSegment() {
+		return nil, nil
+	}
+	return parseSegmentIndex(m, m.Index)
+}
 
-func (m PackMeta) validateIdentity() error {
+// IsSegment reports whether m describes a segment.
+func (m PackMeta) IsSegment() bool { return m.Index != "" }
+
+// Path is the pack's store-relative path: proto.PackPath for a pack,
+// proto.SegmentPath for a segment (whose id validateIdentity checked).
+func (m PackMeta) Path() string {
+	if m.IsSegment() {
+		p, _ := proto.SegmentPath(m.PackID, m.Table)
+		return p
+	}
+	return proto.PackPath(m.Destination, m.Table, m.PackID)
+}
+
+func (m PackMeta) validateIdentity(segment bool) error {
 	switch {
 	case m.PackID == "" || !fileRe.MatchString(m.PackID+".arrow"):
 		return fmt.Errorf("%w: pack id %q", ErrBadPackMeta, m.PackID)
@@ -39,7 +63,14 @@ func (m PackMeta) validateIdentity() error {
 	case m.Schema == "":
 		return fmt.Errorf("%w: empty schema fingerprint", ErrBadPackMeta)
 	}
-	if err := proto.ValidateDestination(m.Destination); err != nil {
+	if segment {
+		if m.Destination != "" {
+			return fmt.Errorf("%w: segment names destination %q", ErrBadPackMeta, m.Destination)
+		}
+		if _, err := proto.SegmentTime(m.PackID); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadPackMeta, err)
+		}
+	} else if err := proto.ValidateDestination(m.Destination); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadPackMeta, err)
 	}
 	if err := proto.ValidateTable(m.Table); err != nil {
@@ -79,19 +110,38 @@ func (s *summary) add(rec arrow.RecordBatch) error {
 	}
 	n := int(rec.NumRows())
 	for i := 0; i < n; i++ {
-		p := proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}
-		if s.rows == 0 && i == 0 || p.Less(s.first) {
-			s.first = p
-		}
-		if s.rows == 0 && i == 0 || s.last.Less(p) {
-			s.last = p
-		}
-		if proto.IsTombstone(op.Value(i)) {
-			s.tombstones++
-		}
+		s.addRow(proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}, proto.IsTombstone(op.Value(i)))
 	}
-	s.rows += int64(n)
 	return nil
+}
+
+// addRow counts one row at position p into s.
+func (s *summary) addRow(p proto.Position, tombstone bool) {
+	if s.rows == 0 || p.Less(s.first) {
+		s.first = p
+	}
+	if s.rows == 0 || s.last.Less(p) {
+		s.last = p
+	}
+	if tombstone {
+		s.tombstones++
+	}
+	s.rows++
+}
+
+// merge counts o's rows into s.
+func (s *summary) merge(o summary) {
+	if o.rows == 0 {
+		return
+	}
+	if s.rows == 0 || o.first.Less(s.first) {
+		s.first = o.first
+	}
+	if s.rows == 0 || s.last.Less(o.last) {
+		s.last = o.last
+	}
+	s.rows += o.rows
+	s.tombstones += o.tombstones
 }
 
 // CompressMinBytes is the column data size from which a pack's bodies are
@@ -124,10 +174,16 @@ func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("encoding pack: %w: no batches", ErrBadPackMeta)
 	}
-	if err := meta.validateIdentity(); err != nil {
+	if meta.IsSegment() {
+		return nil, fmt.Errorf("encoding pack: %w: a segment is written by EncodeSegment", ErrBadPackMeta)
+	}
+	if err := meta.validateIdentity(false); err != nil {
 		return nil, fmt.Errorf("encoding pack: %w", err)
 	}
 	base := recs[0].Schema()
+	if len(base.FieldIndices(proto.ColDestination)) > 0 {
+		return nil, fmt.Errorf("encoding pack %s: %w: rows carry %s (a segment's column)", meta.PackID, ErrBadPackMeta, proto.ColDestination)
+	}
 	for _, r := range recs[1:] {
 		if !r.Schema().Equal(base) {
 			return nil, fmt.Errorf("encoding pack %s: %w: batches have different schemas", meta.PackID, ErrBadPackMeta)
@@ -158,16 +214,7 @@ func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
 	}
 	meta.Rows, meta.Tombstones, meta.First, meta.Last = s.rows, s.tombstones, s.first, s.last
 
-	var keys, vals []string
-	if md := base.Metadata(); md.Len() > 0 {
-		for i, k := range md.Keys() {
-			if strings.HasPrefix(k, "sluice.pack.") {
-				continue
-			}
-			keys = append(keys, k)
-			vals = append(vals, md.Values()[i])
-		}
-	}
+	keys, vals := tableMetadata(base)
 	for _, kv := range [][2]string{
 		{proto.MetaPackFormat, proto.PackFormatVersion},
 		{proto.MetaPackID, meta.PackID},
@@ -234,9 +281,10 @@ func metaFromSchema(s *arrow.Schema) (PackMeta, error) {
 	if err != nil {
 		return m, err
 	}
-	if f != proto.PackFormatVersion {
-		return m, fmt.Errorf("%w: pack format %q, this build reads %q", ErrCorruptPack, f, proto.PackFormatVersion)
+	if f != proto.PackFormatVersion && f != proto.SegmentFormatVersion {
+		return m, fmt.Errorf("%w: pack format %q, this build reads %q and %q", ErrCorruptPack, f, proto.PackFormatVersion, proto.SegmentFormatVersion)
 	}
+	segment := f == proto.SegmentFormatVersion
 	for _, kv := range []struct {
 		k string
 		v *string
@@ -269,8 +317,24 @@ func metaFromSchema(s *arrow.Schema) (PackMeta, error) {
 			return m, fmt.Errorf("%w: %s: %v", ErrCorruptPack, kv.k, err)
 		}
 	}
-	if err := m.validateIdentity(); err != nil {
+	if err := m.validateIdentity(segment); err != nil {
 		return m, fmt.Errorf("%w: %v", ErrCorruptPack, err)
+	}
+	idx, hasIdx := md.GetValue(proto.MetaPackDestinations)
+	switch {
+	case segment && !hasIdx:
+		return m, fmt.Errorf("%w: segment footer lacks %s", ErrCorruptPack, proto.MetaPackDestinations)
+	case segment:
+		if _, err = parseSegmentIndex(m, idx); err != nil {
+			return m, err
+		}
+		m.Index = idx
+	case hasIdx:
+		return m, fmt.Errorf("%w: pack footer has %s", ErrCorruptPack, proto.MetaPackDestinations)
+	}
+	hasCol := len(s.FieldIndices(proto.ColDestination)) > 0
+	if hasCol != segment {
+		return m, fmt.Errorf("%w: format %s pack with %s column: %v", ErrCorruptPack, f, proto.ColDestination, hasCol)
 	}
 	return m, nil
 }
@@ -362,6 +426,10 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: %w: %v", meta.PackID, ErrCorruptPack, err)
 	}
 	var sum summary
+	var seg segmentCheck
+	if seg.entries, err = meta.Entries(); err != nil {
+		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack: %w", err)
+	}
 	for i := 0; i < rd.NumRecords(); i++ {
 		rec, err := rd.RecordBatchAt(i)
 		if err != nil {
@@ -373,6 +441,9 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 		err = array.ValidateRecordFull(rec)
 		if err == nil {
 			err = sum.add(rec)
+		}
+		if err == nil && meta.IsSegment() {
+			err = seg.add(rec)
 		}
 		if !keep {
 			rec.Release()
@@ -394,6 +465,11 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 			return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: %w: footer says %s %v, the rows say %v", meta.PackID, ErrCorruptPack, c.name, c.footer, c.rows)
 		}
 	}
+	if meta.IsSegment() {
+		if err := seg.finish(); err != nil {
+			return PackMeta{}, nil, nil, fmt.Errorf("decoding segment %s: %w: %v", meta.PackID, ErrCorruptPack, err)
+		}
+	}
 	return meta, schema, kept, nil
 }
 
@@ -403,12 +479,13 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 // reads it as).
 func checkSchema(s *arrow.Schema) error {
 	sys := map[string]arrow.DataType{
-		proto.ColOp:         arrow.PrimitiveTypes.Int8,
-		proto.ColLSN:        arrow.PrimitiveTypes.Uint64,
-		proto.ColSeq:        arrow.PrimitiveTypes.Uint64,
-		proto.ColCommitTime: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"},
-		proto.ColUnchanged:  arrow.ListOf(arrow.BinaryTypes.String),
-		proto.ColNulls:      arrow.ListOf(arrow.BinaryTypes.String),
+		proto.ColOp:          arrow.PrimitiveTypes.Int8,
+		proto.ColLSN:         arrow.PrimitiveTypes.Uint64,
+		proto.ColSeq:         arrow.PrimitiveTypes.Uint64,
+		proto.ColCommitTime:  &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"},
+		proto.ColUnchanged:   arrow.ListOf(arrow.BinaryTypes.String),
+		proto.ColNulls:       arrow.ListOf(arrow.BinaryTypes.String),
+		proto.ColDestination: arrow.BinaryTypes.String,
 	}
 	seen := map[string]bool{}
 	for _, f := range s.Fields() {

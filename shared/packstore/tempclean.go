@@ -47,7 +47,7 @@ func (d *DirStore) CleanTemp(ctx context.Context, maxAge time.Duration) (int, er
 		for _, e := range ents {
 			name := e.Name()
 			switch {
-			case e.IsDir() && (!strings.HasPrefix(name, ".") || dir == d.root && name == proto.ClaimsDir):
+			case e.IsDir() && (!strings.HasPrefix(name, ".") || dir == d.root && (name == proto.ClaimsDir || name == proto.SegmentsDir)):
 				if err := walk(filepath.Join(dir, name)); err != nil {
 					return err
 				}

@@ -1,0 +1,356 @@
+package packstore_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
+)
+
+var segTime = time.Date(2026, 12, 2, 0, 30, 0, 0, time.UTC)
+
+func sampleSegmentMeta() packstore.SegmentMeta {
+	return packstore.SegmentMeta{PackID: proto.SegmentID(segTime, "w1", 0), StoreID: "local", Table: "public.items", Schema: "abc123"}
+}
+
+// sampleParts is three destinations' rows, given out of name order; shopB
+// has two batches.
+func sampleParts(mem memory.Allocator) (parts []packstore.SegmentPart, release func()) {
+	c := pt.Batch(mem, []pt.Row{{ID: 7, Tenant: "shopC", Op: proto.OpInsert, LSN: 50, Seq: 1}})
+	a := pt.Batch(mem, []pt.Row{
+		{ID: 1, Tenant: "shopA", Note: pt.Str("x"), Op: proto.OpInsert, LSN: 200, Seq: 3},
+		{ID: 2, Tenant: "shopA", Op: proto.OpDelete, LSN: 100, Seq: 4},
+	})
+	b1 := pt.Batch(mem, []pt.Row{{ID: 3, Tenant: "shopB", Op: proto.OpUpdate, LSN: 300, Seq: 1, Unchanged: []string{"note"}}})
+	b2 := pt.Batch(mem, []pt.Row{
+		{ID: 4, Tenant: "shopB", Op: proto.OpMoveOut, LSN: 310, Seq: 2},
+		{ID: 5, Tenant: "shopB", Op: proto.OpInsert, LSN: 305, Seq: 9},
+	})
+	parts = []packstore.SegmentPart{
+		{Destination: "shopC", Recs: []arrow.RecordBatch{c}},
+		{Destination: "shopA", Recs: []arrow.RecordBatch{a}},
+		{Destination: "shopB", Recs: []arrow.RecordBatch{b1, b2}},
+	}
+	return parts, func() {
+		for _, r := range []arrow.RecordBatch{a, b1, b2, c} {
+			r.Release()
+		}
+	}
+}
+
+func TestEncodeDecodeSegment(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	parts, release := sampleParts(mem)
+	defer release()
+	sm := sampleSegmentMeta()
+	data, entries, err := packstore.EncodeSegment(parts, sm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []proto.SegmentEntry{
+		{Destination: "shopA", Lo: 0, Rows: 2, Tombstones: 1, First: "0/64:4", Last: "0/C8:3"},
+		{Destination: "shopB", Lo: 2, Rows: 3, Tombstones: 1, First: "0/12C:1", Last: "0/136:2"},
+		{Destination: "shopC", Lo: 5, Rows: 1, Tombstones: 0, First: "0/32:1", Last: "0/32:1"},
+	}
+	wantJSON, _ := json.Marshal(want)
+	gotJSON, _ := json.Marshal(entries)
+	if !bytes.Equal(gotJSON, wantJSON) {
+		t.Fatalf("entries\n got %s\nwant %s", gotJSON, wantJSON)
+	}
+	meta, schema, err := packstore.VerifyPack(data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsSegment() || meta.Destination != "" || meta.Rows != 6 || meta.Tombstones != 2 ||
+		meta.First != (proto.Position{LSN: 50, Seq: 1}) || meta.Last != (proto.Position{LSN: 310, Seq: 2}) ||
+		meta.PackID != sm.PackID || meta.Table != sm.Table || meta.Schema != sm.Schema || meta.StoreID != sm.StoreID {
+		t.Fatalf("meta %+v", meta)
+	}
+	if meta.Path() != sm.Path() || sm.Path() != ".seg/2026-12-02/00/public.items/"+sm.PackID+".arrow" {
+		t.Fatalf("paths %q, %q", meta.Path(), sm.Path())
+	}
+	if err := packstore.ValidatePath(sm.Path()); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := schema.Metadata().GetValue(proto.MetaPackFormat); f != proto.SegmentFormatVersion {
+		t.Fatalf("format %q", f)
+	}
+	if last := schema.Field(schema.NumFields() - 1); last.Name != proto.ColDestination || !arrow.TypeEqual(last.Type, arrow.BinaryTypes.String) {
+		t.Fatalf("last field %v", last)
+	}
+	got, err := meta.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := json.Marshal(got); !bytes.Equal(g, wantJSON) {
+		t.Fatalf("footer entries %s", g)
+	}
+	m2, recs, err := packstore.DecodePack(data, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	if m2 != meta || len(recs) != 4 {
+		t.Fatalf("decode %+v, %d batches", m2, len(recs))
+	}
+	// Each batch is a part's batch, in destination order, plus the column.
+	order := []struct {
+		rec  arrow.RecordBatch
+		dest string
+	}{{parts[1].Recs[0], "shopA"}, {parts[2].Recs[0], "shopB"}, {parts[2].Recs[1], "shopB"}, {parts[0].Recs[0], "shopC"}}
+	for i, o := range order {
+		runs, col, err := proto.DestinationRuns(recs[i])
+		if err != nil || len(runs) != 1 || runs[0].Destination != o.dest {
+			t.Fatalf("batch %d: runs %v, %v", i, runs, err)
+		}
+		if col != int(recs[i].NumCols())-1 {
+			t.Fatalf("batch %d: %s is column %d", i, proto.ColDestination, col)
+		}
+		stripped := recs[i].NewSlice(0, recs[i].NumRows())
+		cols := stripped.Columns()[:col]
+		fields := o.rec.Schema()
+		s2 := array.NewRecordBatch(fields, cols, stripped.NumRows())
+		if !array.RecordEqual(s2, o.rec) {
+			t.Fatalf("batch %d: rows changed", i)
+		}
+		s2.Release()
+		stripped.Release()
+	}
+	again, _, err := packstore.EncodeSegment(parts, sm)
+	if err != nil || !bytes.Equal(again, data) {
+		t.Fatalf("re-encoding differs (%v)", err)
+	}
+	// Large segments are compressed as large packs are.
+	if len(data) > 64<<10 {
+		t.Fatalf("small segment is %d bytes", len(data))
+	}
+}
+
+func TestEncodeSegmentRefuses(t *testing.T) {
+	parts, release := sampleParts(nil)
+	defer release()
+	empty := pt.Batch(nil, nil)
+	defer empty.Release()
+	withDest := addColumn(t, parts[0].Recs[0], proto.ColDestination, "shopC")
+	defer withDest.Release()
+	sm := sampleSegmentMeta()
+	badID := sm
+	badID.PackID = "01900000-0000-7000-8000-000000000001"
+	for name, c := range map[string]struct {
+		parts []packstore.SegmentPart
+		meta  packstore.SegmentMeta
+	}{
+		"no parts":       {nil, sm},
+		"duplicate":      {[]packstore.SegmentPart{parts[0], parts[0]}, sm},
+		"bad name":       {[]packstore.SegmentPart{{Destination: "a/b", Recs: parts[0].Recs}}, sm},
+		"empty part":     {[]packstore.SegmentPart{{Destination: "a", Recs: []arrow.RecordBatch{empty}}}, sm},
+		"has column":     {[]packstore.SegmentPart{{Destination: "shopC", Recs: []arrow.RecordBatch{withDest}}}, sm},
+		"id has no time": {parts, badID},
+	} {
+		if _, _, err := packstore.EncodeSegment(c.parts, c.meta); !errors.Is(err, packstore.ErrBadPackMeta) {
+			t.Errorf("%s: %v, want ErrBadPackMeta", name, err)
+		}
+	}
+	// A pack cannot carry the segment column.
+	m := sampleMeta()
+	m.Destination = "shopC"
+	if _, err := packstore.EncodePack([]arrow.RecordBatch{withDest}, m); !errors.Is(err, packstore.ErrBadPackMeta) {
+		t.Errorf("pack with %s: %v", proto.ColDestination, err)
+	}
+}
+
+// addColumn returns rec with a constant utf8 column appended.
+func addColumn(t *testing.T, rec arrow.RecordBatch, name, value string) arrow.RecordBatch {
+	t.Helper()
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	for i := 0; i < int(rec.NumRows()); i++ {
+		b.Append(value)
+	}
+	col := b.NewArray()
+	defer col.Release()
+	fields := append(append([]arrow.Field{}, rec.Schema().Fields()...), arrow.Field{Name: name, Type: arrow.BinaryTypes.String})
+	md := rec.Schema().Metadata()
+	return array.NewRecordBatch(arrow.NewSchema(fields, &md), append(append([]arrow.Array{}, rec.Columns()...), col), rec.NumRows())
+}
+
+// rewriteSegment re-encodes a valid segment's batches with edit applied to
+// its footer metadata and rows: a well-formed file whose segment content
+// is damaged, which the byte-level damage tests cannot make.
+func rewriteSegment(t *testing.T, data []byte, editMeta func(md map[string]string), editRec func(i int, rec arrow.RecordBatch) arrow.RecordBatch) []byte {
+	t.Helper()
+	rd, err := ipc.NewFileReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	sc := rd.Schema()
+	m := map[string]string{}
+	for i, k := range sc.Metadata().Keys() {
+		m[k] = sc.Metadata().Values()[i]
+	}
+	if editMeta != nil {
+		editMeta(m)
+	}
+	var keys, vals []string
+	for _, k := range sc.Metadata().Keys() {
+		if v, ok := m[k]; ok {
+			keys, vals = append(keys, k), append(vals, v)
+		}
+	}
+	md := arrow.NewMetadata(keys, vals)
+	schema := arrow.NewSchema(sc.Fields(), &md)
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < rd.NumRecords(); i++ {
+		rec, err := rd.RecordBatchAt(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
+		if editRec != nil {
+			out = editRec(i, out)
+		}
+		if err := w.Write(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func editEntries(edit func(es []proto.SegmentEntry) []proto.SegmentEntry) func(md map[string]string) {
+	return func(md map[string]string) {
+		var es []proto.SegmentEntry
+		_ = json.Unmarshal([]byte(md[proto.MetaPackDestinations]), &es)
+		b, _ := json.Marshal(edit(es))
+		md[proto.MetaPackDestinations] = string(b)
+	}
+}
+
+// TestVerifySegmentRefusesDamage: a segment whose footer index disagrees
+// with its rows, or whose rows name the wrong destination, is corrupt
+// (ErrCorruptPack: the indexer dead-letters it as a corrupt pack).
+func TestVerifySegmentRefusesDamage(t *testing.T) {
+	parts, release := sampleParts(nil)
+	defer release()
+	data, _, err := packstore.EncodeSegment(parts, sampleSegmentMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Negative control: the rewrite itself keeps a segment valid.
+	if _, _, err := packstore.VerifyPack(rewriteSegment(t, data, nil, nil), 0); err != nil {
+		t.Fatalf("unedited rewrite: %v", err)
+	}
+	swapDest := func(i int, rec arrow.RecordBatch) arrow.RecordBatch {
+		if i != 1 {
+			return rec
+		}
+		col := rec.Schema().NumFields() - 1
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		b.Append("shopA")
+		c := b.NewArray()
+		cols := append([]arrow.Array{}, rec.Columns()...)
+		cols[col] = c
+		return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+	}
+	cases := map[string][]byte{
+		"gap between entries": rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
+			es[1].Lo++
+			return es
+		}), nil),
+		"entry rows shifted": rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
+			es[0].Rows++
+			es[1].Lo++
+			es[1].Rows--
+			return es
+		}), nil),
+		"entry tombstones": rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
+			es[0].Tombstones, es[1].Tombstones = 0, 2
+			return es
+		}), nil),
+		"entry first": rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
+			es[1].First = "0/12D:1"
+			return es
+		}), nil),
+		"entry last": rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
+			es[2].Last = "0/33:1"
+			return es
+		}), nil),
+		"unsorted": rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
+			es[0].Destination, es[1].Destination = es[1].Destination, es[0].Destination
+			return es
+		}), nil),
+		"bad name": rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
+			es[2].Destination = "shop/C"
+			return es
+		}), nil),
+		"missing entry": rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
+			return es[:2]
+		}), nil),
+		"no index": rewriteSegment(t, data, func(md map[string]string) { delete(md, proto.MetaPackDestinations) }, nil),
+		"index on a pack": rewriteSegment(t, data, func(md map[string]string) {
+			md[proto.MetaPackFormat] = proto.PackFormatVersion
+			md[proto.MetaPackDestination] = "shopA"
+		}, nil),
+		"named destination": rewriteSegment(t, data, func(md map[string]string) { md[proto.MetaPackDestination] = "shopA" }, nil),
+		"row of another destination": rewriteSegment(t, data, nil, swapDest),
+	}
+	for name, bad := range cases {
+		if _, _, err := packstore.VerifyPack(bad, 0); !errors.Is(err, packstore.ErrCorruptPack) {
+			t.Errorf("%s: VerifyPack: %v, want ErrCorruptPack", name, err)
+		}
+		if _, recs, err := packstore.DecodePack(bad, nil); !errors.Is(err, packstore.ErrCorruptPack) || recs != nil {
+			t.Errorf("%s: DecodePack: %v", name, err)
+		}
+	}
+	// Byte damage in a segment's body is caught as in a pack's.
+	if _, _, err := packstore.VerifyPack(pt.DamageBody(data, 3), 0); !errors.Is(err, packstore.ErrCorruptPack) {
+		t.Errorf("body damage: %v", err)
+	}
+}
+
+func TestValidateSegmentPath(t *testing.T) {
+	id := proto.SegmentID(segTime, "w1", 3)
+	good, _ := proto.SegmentPath(id, "public.items")
+	if err := packstore.ValidatePath(good); err != nil {
+		t.Fatalf("%s: %v", good, err)
+	}
+	for _, bad := range []string{
+		".seg/2026-12-02/01/public.items/" + id + ".arrow", // wrong hour
+		".seg/2026-12-02/00/items/" + id + ".arrow",        // table without schema
+		".seg/2026-12-02/00/public.items/" + id,            // no .arrow
+		".seg/2026-12-02/00/public.items/x-w1-0.arrow",     // id without time
+		".seg/2026-12-02/00/public.items/a/" + id + ".arrow",
+		".seg/2026-12-02/00/public.items/.tmp-" + id + ".arrow",
+		".segx/public.items/" + id + ".arrow",
+	} {
+		if err := packstore.ValidatePath(bad); !errors.Is(err, packstore.ErrBadPath) {
+			t.Errorf("%s: %v, want ErrBadPath", bad, err)
+		}
+	}
+	if !strings.HasPrefix(good, proto.SegmentsDir+"/") || !packstore.IsSegmentPath(good) {
+		t.Fatal(good)
+	}
+}
