@@ -314,7 +314,7 @@ func TestVerifySegmentRefusesDamage(t *testing.T) {
 			md[proto.MetaPackFormat] = proto.PackFormatVersion
 			md[proto.MetaPackDestination] = "shopA"
 		}, nil),
-		"named destination": rewriteSegment(t, data, func(md map[string]string) { md[proto.MetaPackDestination] = "shopA" }, nil),
+		"named destination":          rewriteSegment(t, data, func(md map[string]string) { md[proto.MetaPackDestination] = "shopA" }, nil),
 		"row of another destination": rewriteSegment(t, data, nil, swapDest),
 	}
 	for name, bad := range cases {
