@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -110,6 +111,10 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 		if p.Schema != nil && len(p.Schema.FieldIndices(proto.ColNulls)) > 0 {
 			gk += "\x00nulls"
 		}
+		// A segment's file has the destination column a pack's lacks.
+		if p.Meta.IsSegment() {
+			gk += "\x00segment"
+		}
 		g := groups[gk]
 		if g == nil {
 			ti, err := TableInfoFromSchema(p.Meta.Table, p.Schema, p.Meta.Schema)
@@ -129,7 +134,7 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 		if err := c.Register(ctx, g.ti); err != nil {
 			return st, fmt.Errorf("indexing packs of %s: %w", g.ti.Name, err)
 		}
-		plan, err := c.insertPlan(g.ti, g.packs[0].Schema)
+		plan, err := c.insertPlan(g.ti, g.packs[0].Schema, g.packs[0].Meta.IsSegment())
 		plan.settings = insertSettings + c.limits.settingsList()
 		if err != nil {
 			return st, err
@@ -211,19 +216,34 @@ func (l IndexLimits) settingsList() string {
 // settings is a SETTINGS clause of the limits, for the indexer's queries.
 func (l IndexLimits) settings() string { return " SETTINGS " + l.settingsList() }
 
-// insertPlan is the INSERT ... SELECT of one group (one table, one schema)
-// without its source: the target columns, the structure file() reads the
-// packs with, and the select list after the destination.
+// insertPlan is the INSERT ... SELECT of one group (one table, one schema,
+// segments or packs) without its source: the target columns, the structure
+// file() reads the files with, and the select list after the destination.
 type insertPlan struct {
 	table     string // the rows table, quoted
 	target    string // column list, destination first and pack identity last
 	structure []string
 	common    string // the select list between destination and the pack identity
 	settings  string // the SETTINGS clause
+	// segment: the files are segments, each row's destination its
+	// proto.ColDestination (read in structure); otherwise the destination
+	// is the pack's, a literal.
+	segment bool
 }
 
-func (c *Catalog) insertPlan(ti TableInfo, s *arrow.Schema) (insertPlan, error) {
+// destination is the select expression of pk's rows' destination.
+func (p insertPlan) destination(pk PackRef) string {
+	if p.segment {
+		return ident(proto.ColDestination)
+	}
+	return quote(pk.Meta.Destination)
+}
+
+func (c *Catalog) insertPlan(ti TableInfo, s *arrow.Schema, segment bool) (insertPlan, error) {
 	var structure, target, exprs []string
+	if segment {
+		structure = append(structure, ident(proto.ColDestination)+" String")
+	}
 	target = append(target, "destination")
 	for _, f := range s.Fields() {
 		switch f.Name {
@@ -268,6 +288,7 @@ func (c *Catalog) insertPlan(ti TableInfo, s *arrow.Schema) (insertPlan, error) 
 		target:    strings.Join(target, ", "),
 		structure: structure,
 		common:    strings.Join(exprs, ", "),
+		segment:   segment,
 	}, nil
 }
 
@@ -289,7 +310,7 @@ func (p insertPlan) unionSQL(store packstore.Store, packs []PackRef) ([]string, 
 		if err != nil {
 			return nil, fmt.Errorf("indexing pack %s: %w", pk.Meta.PackID, err)
 		}
-		part := "SELECT " + quote(pk.Meta.Destination) + ", " + p.common + ", " + quote(store.ID()) + ", " + quote(pk.Meta.PackID) + " FROM " + tf
+		part := "SELECT " + p.destination(pk) + ", " + p.common + ", " + quote(store.ID()) + ", " + quote(pk.Meta.PackID) + " FROM " + tf
 		if len(parts) > 0 && size+len(part)+len(" UNION ALL ") > maxUnionQuery {
 			out = append(out, head+strings.Join(parts, " UNION ALL ")+p.settings)
 			parts, size = nil, len(head)
@@ -303,28 +324,51 @@ func (p insertPlan) unionSQL(store packstore.Store, packs []PackRef) ([]string, 
 	return out, nil
 }
 
-// recordPacks writes the inventory rows of packs whose rows are durable.
+// recordPacks writes the inventory rows of packs whose rows are durable,
+// in one INSERT (one part, so a segment's destinations are recorded
+// together or not at all): one row per pack, one per (segment,
+// destination) for a segment, with that destination's rows, tombstones,
+// first and last (its footer entry) and the segment's path and bytes.
 func (c *Catalog) recordPacks(ctx context.Context, storeID string, packs []PackRef) error {
 	if len(packs) == 0 {
 		return nil
 	}
-	vals := make([]string, len(packs))
-	for i, p := range packs {
+	vals := make([]string, 0, len(packs))
+	row := func(p PackRef, dest string, first, last proto.Position, rows, tombs int64) {
 		m := p.Meta
-		vals[i] = fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %d, %d, toUnixTimestamp64Micro(now64(6)), %s)",
-			quote(storeID), quote(m.PackID), quote(m.Destination), quote(m.Table), quote(p.Path), quote(m.Schema),
-			uint64(m.First.LSN), m.First.Seq, uint64(m.Last.LSN), m.Last.Seq, m.Rows, m.Tombstones, p.Bytes, quote(p.Trace))
+		vals = append(vals, fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %d, %d, toUnixTimestamp64Micro(now64(6)), %s)",
+			quote(storeID), quote(m.PackID), quote(dest), quote(m.Table), quote(p.Path), quote(m.Schema),
+			uint64(first.LSN), first.Seq, uint64(last.LSN), last.Seq, rows, tombs, p.Bytes, quote(p.Trace)))
+	}
+	for _, p := range packs {
+		if !p.Meta.IsSegment() {
+			row(p, p.Meta.Destination, p.Meta.First, p.Meta.Last, p.Meta.Rows, p.Meta.Tombstones)
+			continue
+		}
+		entries, err := p.Meta.Entries()
+		if err != nil {
+			return fmt.Errorf("recording segment %s in the inventory: %w", p.Meta.PackID, err)
+		}
+		for _, e := range entries {
+			first, err1 := proto.ParsePosition(e.First)
+			last, err2 := proto.ParsePosition(e.Last)
+			if err := errors.Join(err1, err2); err != nil {
+				return fmt.Errorf("recording segment %s in the inventory: %w", p.Meta.PackID, err)
+			}
+			row(p, e.Destination, first, last, e.Rows, e.Tombstones)
+		}
 	}
 	q := "INSERT INTO " + ident(c.n.packs()) + " (store_id, pack_id, destination, table, path, fingerprint, first_lsn, first_seq, last_lsn, last_seq, rows, tombstones, bytes, indexed_at, trace)" + c.limits.settings() + " VALUES " + strings.Join(vals, ", ")
 	if err := c.conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("recording %d packs in the inventory: %w", len(packs), err)
+		return fmt.Errorf("recording %d packs in the inventory (%d rows): %w", len(packs), len(vals), err)
 	}
 	return nil
 }
 
 // ReadRef reads a pack from store, verifies it whole (packstore.VerifyPack,
 // within the default limits) and checks it against the path it was found
-// at: the path must be the footer's own <destination>/<table>/<pack_id>.arrow.
+// at: the path must be the footer's own <destination>/<table>/<pack_id>.arrow
+// (a segment's: proto.SegmentPath of its id and table).
 // Errors wrapping packstore.ErrCorruptPack or ErrPackMismatch are permanent
 // for the pack.
 func ReadRef(ctx context.Context, store packstore.Store, path string) (PackRef, error) {

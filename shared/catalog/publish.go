@@ -464,7 +464,7 @@ func (c *Catalog) Pending(ctx context.Context) (uint64, error) {
 	if c.legacyPublish {
 		with = "" // the version 2 watermark records no high-water
 	}
-	q := fmt.Sprintf("%sSELECT count(DISTINCT store_id, pack_id) FROM %s WHERE %s AND %s", with, ident(c.n.packs()), window, fresh) + tiny
+	q := fmt.Sprintf("%sSELECT count(DISTINCT store_id, pack_id, destination) FROM %s WHERE %s AND %s", with, ident(c.n.packs()), window, fresh) + tiny
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("counting unpublished packs: %w", err)
@@ -528,13 +528,13 @@ func (c *Catalog) unpublished(hw string) (window, fresh string, full bool) {
 	// (the manifest view is the same ARRAY JOIN).
 	switch {
 	case full:
-		return "1", fmt.Sprintf("(store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m)", wt), true
+		return "1", fmt.Sprintf("(store_id, pack_id, destination) NOT IN (SELECT m.1, m.2, m.3 FROM %s ARRAY JOIN members AS m)", wt), true
 	case clock:
 		return fmt.Sprintf("indexed_at >= %d", last-slack),
-			fmt.Sprintf("(store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m WHERE published_at >= %d)", wt, last-2*slack), false
+			fmt.Sprintf("(store_id, pack_id, destination) NOT IN (SELECT m.1, m.2, m.3 FROM %s ARRAY JOIN members AS m WHERE published_at >= %d)", wt, last-2*slack), false
 	}
 	return "_block_number > " + hw,
-		fmt.Sprintf("(store_id, pack_id) NOT IN (SELECT m.1, m.2 FROM %s ARRAY JOIN members AS m WHERE inventory_block >= %s)", wt, hw), false
+		fmt.Sprintf("(store_id, pack_id, destination) NOT IN (SELECT m.1, m.2, m.3 FROM %s ARRAY JOIN members AS m WHERE inventory_block >= %s)", wt, hw), false
 }
 
 // publishedAt records a successful publish: its server-clock time anchors the

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 )
 
@@ -19,7 +20,7 @@ type RebuildStats struct {
 
 // Rebuild drops every catalog object of the prefix (but the version floor),
 // recreates the schema,
-// re-indexes every pack in store and publishes snapshots holding them all
+// re-indexes every pack in store (per-destination packs and segments) and publishes snapshots holding them all
 // (one, unless the store holds more than a publish admits; through_lsn 0:
 // the publisher's next snapshot claims the frontier), numbered above every
 // version published before: a version pinned before the rebuild is never
@@ -55,7 +56,8 @@ func Rebuild(ctx context.Context, conn Conn, store packstore.Store, opts Options
 		batch, rows = batch[:0], 0
 		return nil
 	}
-	err = store.List(ctx, "", func(path string) error {
+	// The per-destination packs, then the segments.
+	visit := func(path string) error {
 		ref, err := ReadRef(ctx, store, path)
 		if errors.Is(err, packstore.ErrCorruptPack) || errors.Is(err, ErrPackMismatch) {
 			c.log.Warn("rebuild: skipping unreadable pack", "path", path, "err", err)
@@ -71,7 +73,11 @@ func Rebuild(ctx context.Context, conn Conn, store packstore.Store, opts Options
 			return flush()
 		}
 		return nil
-	})
+	}
+	err = store.List(ctx, "", visit)
+	if err == nil {
+		err = store.List(ctx, proto.SegmentsDir+"/", visit)
+	}
 	if err == nil && len(batch) > 0 {
 		err = flush()
 	}

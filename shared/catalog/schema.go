@@ -20,14 +20,16 @@ import (
 
 // SchemaVersion is the catalog schema this build creates and reads. A
 // catalog stamped with any other version is refused, never migrated.
-// Version 4 persists the inventory's block numbers and records in each
+// Version 5 records a segment (a pack holding many destinations) with one
+// inventory row per (store_id, pack_id, destination), the inventory's sort
+// key; a per-destination pack is the one-destination case. Version 4 persists the inventory's block numbers and records in each
 // watermark row the inventory high-water its publish proved (a publish
 // admits by block, not by clock) and keeps the highest version ever
 // published in a table a rebuild does not drop. Version 3 keeps a
 // snapshot's membership in its watermark row (an array), so a publish is
 // one INSERT; the manifest is a view over it. Version 2 had a manifest
 // table written by its own statement.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Options configure a Catalog.
 type Options struct {
@@ -346,7 +348,7 @@ func (c *Catalog) create(ctx context.Context) error {
 			store_id String, pack_id String, destination String, table String, path String, fingerprint String,
 			first_lsn UInt64, first_seq UInt64, last_lsn UInt64, last_seq UInt64,
 			rows Int64, tombstones Int64, bytes Int64, indexed_at Int64, trace String DEFAULT '')
-			ENGINE = ReplacingMergeTree ORDER BY (store_id, pack_id) SETTINGS enable_block_number_column = 1`,
+			ENGINE = ReplacingMergeTree ORDER BY (store_id, pack_id, destination) SETTINGS enable_block_number_column = 1`,
 		// One row per published snapshot, its membership (the packs it
 		// admitted) in the same row: a publish is one INSERT of one row,
 		// one part, so membership and watermark are written together or not

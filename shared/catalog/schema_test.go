@@ -28,8 +28,11 @@ func TestSchemaRefusals(t *testing.T) {
 		damage []string // statements run on a populated catalog
 		want   string   // in the refusal
 	}{
-		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [4 99]"},
-		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (5, 0)"}, "stamped with schema version [5]"},
+		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [5 99]"},
+		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (6, 0)"}, "stamped with schema version [6]"},
+		// Version 4 kept one inventory row per pack, ordered by (store_id,
+		// pack_id): a segment's destinations would fold onto one row.
+		{"version 4 stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (4, 0)"}, "stamped with schema version [4]"},
 		// Version 3 admitted packs to a publish by a clock window (no
 		// inventory block numbers); version 2 kept the membership in a
 		// manifest table written by its own statement; version 1 also kept

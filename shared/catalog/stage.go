@@ -109,8 +109,17 @@ func writeStage(f *os.File, storeID string, packs []PackRef) error {
 			return fmt.Errorf("decoding pack %s: %w", pk.Meta.PackID, err)
 		}
 		for _, rec := range recs {
+			// A segment's rows carry their destination (the last column,
+			// packstore.EncodeSegment): it becomes the staging column.
+			ncols := rec.NumCols()
+			var dest arrow.Array
+			if pk.Meta.IsSegment() {
+				ncols--
+				dest = rec.Column(int(ncols))
+				dest.Retain()
+			}
 			if w == nil {
-				fields := append(stripMeta(rec.Schema().Fields()),
+				fields := append(stripMeta(rec.Schema().Fields()[:ncols]),
 					arrow.Field{Name: stageDest, Type: arrow.BinaryTypes.String},
 					arrow.Field{Name: stageStore, Type: arrow.BinaryTypes.String},
 					arrow.Field{Name: stagePack, Type: arrow.BinaryTypes.String})
@@ -122,10 +131,12 @@ func writeStage(f *os.File, storeID string, packs []PackRef) error {
 				}
 			}
 			n := int(rec.NumRows())
-			cols := append(rec.Columns()[:rec.NumCols():rec.NumCols()],
-				constString(mem, pk.Meta.Destination, n), constString(mem, storeID, n), constString(mem, pk.Meta.PackID, n))
+			if dest == nil {
+				dest = constString(mem, pk.Meta.Destination, n)
+			}
+			cols := append(rec.Columns()[:ncols:ncols], dest, constString(mem, storeID, n), constString(mem, pk.Meta.PackID, n))
 			out := array.NewRecordBatch(schema, cols, int64(n))
-			for _, c := range cols[rec.NumCols():] {
+			for _, c := range cols[ncols:] {
 				c.Release()
 			}
 			err := w.Write(out)

@@ -474,7 +474,7 @@ func (s *S3Store) List(ctx context.Context, prefix string, fn func(path string) 
 		}
 		for _, obj := range page.Contents {
 			rel, ok := strings.CutPrefix(aws.ToString(obj.Key), s.prefix)
-			if !ok || !strings.HasPrefix(rel, prefix) || ValidatePath(rel) != nil {
+			if !ok || !strings.HasPrefix(rel, prefix) || ValidatePath(rel) != nil || IsSegmentPath(rel) && !IsSegmentPath(prefix) {
 				continue
 			}
 			paths = append(paths, rel)

@@ -32,6 +32,9 @@ type Store interface {
 	Get(ctx context.Context, path string) ([]byte, error)
 	// List calls fn for every pack whose path starts with prefix, in lexical
 	// order of the path. An error from fn stops the walk and is returned.
+	// Segments (under proto.SegmentsDir) are listed only by a prefix under
+	// proto.SegmentsDir+"/": the per-destination layout's listings never
+	// see them.
 	List(ctx context.Context, prefix string, fn func(path string) error) error
 	// TableFunction is a ClickHouse table function that reads the pack at
 	// path, e.g. file('/abs/path', 'Arrow').

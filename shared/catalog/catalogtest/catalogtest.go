@@ -196,6 +196,45 @@ func Write(t testing.TB, store packstore.Store, table Table, dest, packID string
 	return meta
 }
 
+// Part is one destination's rows in a segment (EncodeSegment).
+type Part struct {
+	Destination string
+	Rows        []Row
+}
+
+// EncodeSegment encodes parts as one segment of table t; id is the
+// segment's id (proto.SegmentID).
+func EncodeSegment(t testing.TB, table Table, storeID, id string, parts []Part) ([]byte, packstore.PackMeta) {
+	t.Helper()
+	var sp []packstore.SegmentPart
+	var fp string
+	for _, p := range parts {
+		rec := table.Record(p.Rows)
+		defer rec.Release()
+		fp = arrowcodec.Fingerprint(rec.Schema())
+		sp = append(sp, packstore.SegmentPart{Destination: p.Destination, Recs: []arrow.RecordBatch{rec}})
+	}
+	data, _, err := packstore.EncodeSegment(sp, packstore.SegmentMeta{PackID: id, StoreID: storeID, Table: table.Name, Schema: fp})
+	if err != nil {
+		t.Fatalf("catalogtest: encoding segment %s: %v", id, err)
+	}
+	meta, _, err := packstore.ReadPackMeta(data)
+	if err != nil {
+		t.Fatalf("catalogtest: reading back segment %s: %v", id, err)
+	}
+	return data, meta
+}
+
+// WriteSegment encodes parts as a segment and puts it in store at its path.
+func WriteSegment(t testing.TB, store packstore.Store, table Table, id string, parts []Part) packstore.PackMeta {
+	t.Helper()
+	data, meta := EncodeSegment(t, table, store.ID(), id, parts)
+	if err := store.Put(t.Context(), meta.Path(), data); err != nil {
+		t.Fatalf("catalogtest: writing segment %s: %v", id, err)
+	}
+	return meta
+}
+
 // Ins, Upd and Del are row constructors.
 func Ins(lsn, seq uint64, vals map[string]any) Row {
 	return Row{Op: proto.OpInsert, LSN: lsn, Seq: seq, Values: vals}
