@@ -22,7 +22,9 @@ import (
 
 var segT0 = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 
-func segID(n int) string { return proto.SegmentID(segT0.Add(time.Duration(n)*time.Second), "w1", uint64(n)) }
+func segID(n int) string {
+	return proto.SegmentID(segT0.Add(time.Duration(n)*time.Second), "w1", uint64(n))
+}
 
 // ids returns the sorted ids of rows.
 func ids(rows []map[string]any) []float64 {

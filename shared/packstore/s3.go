@@ -459,14 +459,24 @@ func (s *S3Store) Get(ctx context.Context, path string) ([]byte, error) {
 // order; memory is therefore proportional to the number of packs under
 // prefix (list per destination for very large stores).
 func (s *S3Store) List(ctx context.Context, prefix string, fn func(path string) error) error {
+	return s.ListAfter(ctx, prefix, "", fn)
+}
+
+// ListAfter implements ListerAfter with ListObjectsV2's StartAfter: the
+// server lists nothing before it.
+func (s *S3Store) ListAfter(ctx context.Context, prefix, startAfter string, fn func(path string) error) error {
 	if err := validatePrefix(prefix); err != nil {
 		return err
 	}
 	var paths []string
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+	in := &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.bucket),
 		Prefix: aws.String(s.key(prefix)),
-	})
+	}
+	if startAfter != "" {
+		in.StartAfter = aws.String(s.key(startAfter))
+	}
+	p := s3.NewListObjectsV2Paginator(s.client, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -474,7 +484,7 @@ func (s *S3Store) List(ctx context.Context, prefix string, fn func(path string) 
 		}
 		for _, obj := range page.Contents {
 			rel, ok := strings.CutPrefix(aws.ToString(obj.Key), s.prefix)
-			if !ok || !strings.HasPrefix(rel, prefix) || ValidatePath(rel) != nil || IsSegmentPath(rel) && !IsSegmentPath(prefix) {
+			if !ok || !strings.HasPrefix(rel, prefix) || rel <= startAfter || ValidatePath(rel) != nil || IsSegmentPath(rel) && !IsSegmentPath(prefix) {
 				continue
 			}
 			paths = append(paths, rel)
@@ -529,4 +539,7 @@ func isNotImplemented(err error) bool {
 	return httpStatus(err) == http.StatusNotImplemented || hasCode(err, "NotImplemented")
 }
 
-var _ Store = (*S3Store)(nil)
+var (
+	_ Store       = (*S3Store)(nil)
+	_ ListerAfter = (*S3Store)(nil)
+)

@@ -572,9 +572,39 @@ func writeTemp(dir string, data []byte) (string, error) {
 	return tmp, nil
 }
 
+// ListerAfter is a Store that lists from a point in path order without
+// reading what comes before it (a directory walk that skips the
+// directories before it, S3 ListObjectsV2 StartAfter).
+type ListerAfter interface {
+	// ListAfter is List restricted to the paths that sort after
+	// startAfter ("" : every path).
+	ListAfter(ctx context.Context, prefix, startAfter string, fn func(path string) error) error
+}
+
+// ListAfter calls fn for every pack under prefix whose path sorts after
+// startAfter, in path order: through the store's ListAfter when it has
+// one, else by filtering its List.
+func ListAfter(ctx context.Context, s Store, prefix, startAfter string, fn func(path string) error) error {
+	if la, ok := s.(ListerAfter); ok {
+		return la.ListAfter(ctx, prefix, startAfter, fn)
+	}
+	return s.List(ctx, prefix, func(path string) error {
+		if path <= startAfter {
+			return nil
+		}
+		return fn(path)
+	})
+}
+
 // List implements Store. Temporary files (names starting with ".") are
 // never listed.
 func (d *DirStore) List(ctx context.Context, prefix string, fn func(path string) error) error {
+	return d.ListAfter(ctx, prefix, "", fn)
+}
+
+// ListAfter implements ListerAfter: directories whose every path sorts
+// before startAfter are not read.
+func (d *DirStore) ListAfter(ctx context.Context, prefix, startAfter string, fn func(path string) error) error {
 	if err := validatePrefix(prefix); err != nil {
 		return err
 	}
@@ -630,12 +660,16 @@ func (d *DirStore) List(ctx context.Context, prefix string, fn func(path string)
 				if !strings.HasPrefix(pd, prefix) && !strings.HasPrefix(prefix, pd) {
 					continue
 				}
+				// Every path under pd sorts before startAfter.
+				if startAfter != "" && pd < startAfter && !strings.HasPrefix(startAfter, pd) {
+					continue
+				}
 				if err := walk(filepath.Join(dir, n), p); err != nil {
 					return err
 				}
 				continue
 			}
-			if !strings.HasPrefix(p, prefix) || ValidatePath(p) != nil {
+			if !strings.HasPrefix(p, prefix) || p <= startAfter || ValidatePath(p) != nil {
 				continue
 			}
 			if err := fn(p); err != nil {
@@ -686,4 +720,5 @@ func QuoteString(s string) string {
 var (
 	_ Store       = (*DirStore)(nil)
 	_ BatchPutter = (*DirStore)(nil)
+	_ ListerAfter = (*DirStore)(nil)
 )

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -171,6 +172,49 @@ func StoreContract(t *testing.T, newStore func(t *testing.T) packstore.Store) {
 		err := s.List(ctx, "", func(string) error { n++; return stop })
 		if !errors.Is(err, stop) || n != 1 {
 			t.Fatalf("List with failing fn: err %v after %d calls, want stop after 1", err, n)
+		}
+	})
+
+	t.Run("SegmentsListedApartAndAfter", func(t *testing.T) {
+		s := newStore(t)
+		t0 := time.Date(2026, 12, 2, 22, 0, 0, 0, time.UTC)
+		var segs []string
+		for i, d := range []time.Duration{0, time.Minute, 2 * time.Hour, 26 * time.Hour} {
+			p, err := proto.SegmentPath(proto.SegmentID(t0.Add(d), "w1", uint64(i)), "public.items")
+			if err != nil {
+				t.Fatal(err)
+			}
+			segs = append(segs, p)
+		}
+		packs := []string{"a/public.items/p1.arrow", "b/public.items/p2.arrow"}
+		for _, p := range append(append([]string{}, segs...), packs...) {
+			if err := s.Put(ctx, p, []byte(p)); err != nil {
+				t.Fatalf("put %s: %v", p, err)
+			}
+		}
+		list := func(prefix, after string) []string {
+			var out []string
+			if err := packstore.ListAfter(ctx, s, prefix, after, func(p string) error { out = append(out, p); return nil }); err != nil {
+				t.Fatalf("ListAfter(%q, %q): %v", prefix, after, err)
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			prefix, after string
+			want          []string
+		}{
+			{"", "", packs}, // the per-destination layout never sees segments
+			{proto.SegmentsDir + "/", "", segs},
+			{proto.SegmentsDir + "/", proto.SegmentHourDir(t0), segs},
+			{proto.SegmentsDir + "/", proto.SegmentHourDir(t0.Add(time.Hour)), segs[2:]},
+			{proto.SegmentsDir + "/", segs[2], segs[3:]},
+			{proto.SegmentsDir + "/", proto.SegmentHourDir(t0.Add(48 * time.Hour)), nil},
+			{proto.SegmentHourDir(t0) + "/", "", segs[:2]},
+			{"", "a/public.items/p1.arrow", packs[1:]},
+		} {
+			if got := list(tc.prefix, tc.after); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("ListAfter(%q, %q)\n got %v\nwant %v", tc.prefix, tc.after, got, tc.want)
+			}
 		}
 	})
 
