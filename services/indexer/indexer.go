@@ -1,12 +1,17 @@
 // Package indexer is the indexer service: it reads every pack announced on
 // PACKS (and, as a completeness check, every pack in the pack store), checks
 // its footer against its event and path, inserts its rows into the catalog
-// and records it in the pack inventory — inventory last, ack after. Any
+// and records it in the pack inventory — inventory last, ack after. A
+// segment (a pack of every destination of one group commit and table) has
+// one event on proto.SegmentEventSubject(table) with one row per
+// destination, is indexed by one statement and recorded by one inventory
+// row per destination, all in one insert, before its event is acked. Any
 // number of replicas share the durable consumer proto.ConsumerIndexer;
 // indexing is idempotent by pack identity.
 //
 // The indexer must never index a pack whose footer names another
-// destination, table or id than its event or its path (tenant isolation:
+// destination (a segment: other destinations, or in another order), table
+// or id than its event or its path (tenant isolation:
 // such a pack is dead-lettered), never ack an event before the pack's
 // inventory row is written, and never block other packs on a bad one.
 //
@@ -22,7 +27,9 @@
 //     pack, so one bad pack cannot hold the others back.
 //   - The reconciler lists the pack store every indexer.reconcile_interval
 //     (and at start) and indexes packs missing from the inventory: events
-//     are hints, the scan is completeness. Its dead letters are the pack
+//     are hints, the scan is completeness. The listing is incremental: the
+//     per-destination layout at the first pass, then the segments from the
+//     hour before the newest segment the previous pass listed. Its dead letters are the pack
 //     events the flusher would have sent, with a message id from the store
 //     and path. It also removes the stale temporary files of killed writes
 //     (DirStore.CleanTemp) at start and every 10 minutes.
@@ -98,6 +105,11 @@ type Indexer struct {
 	suspects map[string]bool
 	// lastClean is when the reconciler last removed stale temporary files.
 	lastClean time.Time
+	// legacyListed: a pass listed the per-destination pack layout;
+	// segmentsHW is the latest segment time a pass listed (reconcile.go,
+	// segmentsAfter). Only the reconciler goroutine touches them.
+	legacyListed bool
+	segmentsHW   time.Time
 }
 
 // item is one pack waiting in the batch, with the event to ack (nil when
@@ -238,9 +250,14 @@ func (ix *Indexer) handle(ctx context.Context, msg jetstream.Msg) error {
 
 var errBadEvent = errors.New("bad pack event")
 
-// event is a decoded pack event.
+// event is a decoded pack event: a per-destination pack's (one row, on
+// proto.PacksSubject(destination)) or a segment's (one row per
+// destination it holds, in row order, on proto.SegmentEventSubject(table)).
 type event struct {
-	packID, storeID, destination, table, path string
+	packID, storeID, table, path string
+	segment                      bool
+	destinations                 []string // one per row
+	rows                         []int64  // one per row; 0: not given
 }
 
 func decodeEvent(msg jetstream.Msg) (event, error) {
@@ -252,42 +269,82 @@ func decodeEvent(msg jetstream.Msg) (event, error) {
 		return event{}, fmt.Errorf("decoding pack event: %w", err)
 	}
 	defer rec.Release()
-	if rec.NumRows() != 1 {
-		return event{}, fmt.Errorf("%w: %d rows, want 1", errBadEvent, rec.NumRows())
+	// The subject says which: a segment's names its table (two tokens),
+	// a pack's its destination (one).
+	suffix, _ := strings.CutPrefix(msg.Subject(), "sluice.packs.")
+	ev := event{segment: strings.Contains(suffix, ".")}
+	n := int(rec.NumRows())
+	if n < 1 || !ev.segment && n != 1 {
+		return event{}, fmt.Errorf("%w: %d rows, want 1 (a segment's event: at least 1)", errBadEvent, n)
 	}
-	get := func(name string) (string, error) {
+	str := func(name string) (*array.String, error) {
 		idx := rec.Schema().FieldIndices(name)
 		if len(idx) != 1 {
-			return "", fmt.Errorf("%w: no %s column", errBadEvent, name)
+			return nil, fmt.Errorf("%w: no %s column", errBadEvent, name)
 		}
 		col, ok := rec.Column(idx[0]).(*array.String)
-		if !ok || col.IsNull(0) {
-			return "", fmt.Errorf("%w: %s is not a string", errBadEvent, name)
+		if !ok || col.NullN() > 0 {
+			return nil, fmt.Errorf("%w: %s is not a string", errBadEvent, name)
 		}
-		return col.Value(0), nil
+		return col, nil
 	}
-	var ev event
 	for _, f := range []struct {
 		name string
 		dst  *string
-	}{{"pack_id", &ev.packID}, {"store_id", &ev.storeID}, {"destination", &ev.destination}, {"table", &ev.table}, {"path", &ev.path}} {
-		if *f.dst, err = get(f.name); err != nil {
+	}{{"pack_id", &ev.packID}, {"store_id", &ev.storeID}, {"table", &ev.table}, {"path", &ev.path}} {
+		col, err := str(f.name)
+		if err != nil {
 			return event{}, err
 		}
+		*f.dst = col.Value(0)
+		for i := 1; i < n; i++ {
+			if col.Value(i) != *f.dst {
+				return event{}, fmt.Errorf("%w: row %d names %s %q, row 0 %q", errBadEvent, i, f.name, col.Value(i), *f.dst)
+			}
+		}
+	}
+	dest, err := str("destination")
+	if err != nil {
+		return event{}, err
+	}
+	var rows *array.Int64
+	if idx := rec.Schema().FieldIndices("rows"); len(idx) == 1 {
+		rows, _ = rec.Column(idx[0]).(*array.Int64)
+	}
+	for i := 0; i < n; i++ {
+		ev.destinations = append(ev.destinations, dest.Value(i))
+		r := int64(0) // not given (the reconciler's dead letters give none)
+		if rows != nil && rows.IsValid(i) {
+			r = rows.Value(i)
+		}
+		ev.rows = append(ev.rows, r)
 	}
 	return ev, nil
 }
 
 // check decodes the event, reads the pack's footer and checks that event,
-// subject, path and footer all name the same destination, table and pack.
+// subject, path and footer all name the same destinations, table and pack:
+// a pack's one destination, or every destination of a segment in its
+// footer's order (with each one's rows, when the event gives them).
 func (ix *Indexer) check(ctx context.Context, msg jetstream.Msg) (catalog.PackRef, error) {
 	ev, err := decodeEvent(msg)
 	if err != nil {
 		return catalog.PackRef{}, err
 	}
-	subjDest, _ := strings.CutPrefix(msg.Subject(), "sluice.packs.")
-	if subjDest != ev.destination {
-		return catalog.PackRef{}, fmt.Errorf("%w: event on %s names destination %q", catalog.ErrPackMismatch, msg.Subject(), ev.destination)
+	var want string
+	if ev.segment {
+		if subj := proto.SegmentEventSubject(ev.table); msg.Subject() != subj {
+			return catalog.PackRef{}, fmt.Errorf("%w: segment event on %s names table %q", catalog.ErrPackMismatch, msg.Subject(), ev.table)
+		}
+		if want, err = proto.SegmentPath(ev.packID, ev.table); err != nil {
+			return catalog.PackRef{}, fmt.Errorf("%w: %v", errBadEvent, err)
+		}
+	} else {
+		subjDest, _ := strings.CutPrefix(msg.Subject(), "sluice.packs.")
+		if subjDest != ev.destinations[0] {
+			return catalog.PackRef{}, fmt.Errorf("%w: event on %s names destination %q", catalog.ErrPackMismatch, msg.Subject(), ev.destinations[0])
+		}
+		want = proto.PackPath(ev.destinations[0], ev.table, ev.packID)
 	}
 	if ev.storeID != ix.deps.Packs.ID() {
 		return catalog.PackRef{}, fmt.Errorf("%w: event names store %q, this indexer reads store %q", catalog.ErrPackMismatch, ev.storeID, ix.deps.Packs.ID())
@@ -295,7 +352,7 @@ func (ix *Indexer) check(ctx context.Context, msg jetstream.Msg) (catalog.PackRe
 	if err := packstore.ValidatePath(ev.path); err != nil {
 		return catalog.PackRef{}, err
 	}
-	if want := proto.PackPath(ev.destination, ev.table, ev.packID); want != ev.path {
+	if want != ev.path {
 		return catalog.PackRef{}, fmt.Errorf("%w: event path %s, its destination, table and id make %s", catalog.ErrPackMismatch, ev.path, want)
 	}
 	ref, err := ix.cat.ReadRef(ctx, ix.deps.Packs, ev.path)
@@ -306,12 +363,45 @@ func (ix *Indexer) check(ctx context.Context, msg jetstream.Msg) (catalog.PackRe
 		return catalog.PackRef{}, err
 	}
 	m := ref.Meta
-	if m.Destination != ev.destination || m.Table != ev.table || m.PackID != ev.packID {
-		return catalog.PackRef{}, fmt.Errorf("%w: event names %s/%s/%s, footer names %s/%s/%s", catalog.ErrPackMismatch,
-			ev.destination, ev.table, ev.packID, m.Destination, m.Table, m.PackID)
+	if m.IsSegment() != ev.segment || m.Table != ev.table || m.PackID != ev.packID {
+		return catalog.PackRef{}, fmt.Errorf("%w: event names %s %s/%s (segment %v), footer names %s/%s (segment %v)", catalog.ErrPackMismatch,
+			ev.packID, ev.destinations, ev.table, ev.segment, m.PackID, m.Table, m.IsSegment())
+	}
+	if err := matchDestinations(ev, m); err != nil {
+		return catalog.PackRef{}, err
 	}
 	ref.Trace = msg.Headers().Get(proto.HeaderTraceparent)
 	return ref, nil
+}
+
+// matchDestinations checks the event's destinations (and rows) against the
+// footer's: a pack's destination, a segment's entries in order.
+func matchDestinations(ev event, m packstore.PackMeta) error {
+	if !m.IsSegment() {
+		if m.Destination != ev.destinations[0] || ev.rows[0] > 0 && ev.rows[0] != m.Rows {
+			return fmt.Errorf("%w: event names destination %s with %d rows, footer %s with %d", catalog.ErrPackMismatch, ev.destinations[0], ev.rows[0], m.Destination, m.Rows)
+		}
+		return nil
+	}
+	entries, err := m.Entries()
+	if err != nil {
+		return err
+	}
+	if len(ev.destinations) == 1 && ev.destinations[0] == "" {
+		// The reconciler's dead letter of a segment (deadLetterPath), replayed:
+		// it names the segment, not its destinations; the verified footer
+		// and rows say whose each row is.
+		return nil
+	}
+	if len(entries) != len(ev.destinations) {
+		return fmt.Errorf("%w: segment %s: event names %d destinations, footer %d", catalog.ErrPackMismatch, m.PackID, len(ev.destinations), len(entries))
+	}
+	for i, e := range entries {
+		if e.Destination != ev.destinations[i] || ev.rows[i] > 0 && ev.rows[i] != e.Rows {
+			return fmt.Errorf("%w: segment %s: event row %d names destination %s with %d rows, footer %s with %d", catalog.ErrPackMismatch, m.PackID, i, ev.destinations[i], ev.rows[i], e.Destination, e.Rows)
+		}
+	}
+	return nil
 }
 
 // batcher gathers queued packs for up to batch_wait or batch_rows rows and

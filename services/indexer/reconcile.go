@@ -35,6 +35,14 @@ func (ix *Indexer) deadLetterPath(ctx context.Context, path string, size int64, 
 	storeID := ix.deps.Packs.ID()
 	dest, rest, _ := strings.Cut(path, "/")
 	table, _, _ := strings.Cut(rest, "/")
+	subject := proto.PacksSubject(dest)
+	if packstore.IsSegmentPath(path) {
+		// .seg/<day>/<hour>/<table>/<id>.arrow: the segment's event names
+		// its table and no destination (see matchDestinations).
+		parts := strings.Split(path, "/")
+		dest, table = "", parts[len(parts)-2]
+		subject = proto.SegmentEventSubject(table)
+	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, proto.PackEventSchema)
 	for i, v := range []string{packIDOf(path), storeID, dest, table, path, "", "", ""} {
 		b.Field(i).(*array.StringBuilder).Append(v)
@@ -51,7 +59,7 @@ func (ix *Indexer) deadLetterPath(ctx context.Context, path string, size int64, 
 	}
 	hdr := nats.Header{}
 	hdr.Set(proto.HeaderWire, proto.WireVersion)
-	hdr.Set(proto.HeaderOrigSubject, proto.PacksSubject(dest))
+	hdr.Set(proto.HeaderOrigSubject, subject)
 	hdr.Set(proto.HeaderDestination, dest)
 	hdr.Set(proto.HeaderTable, table)
 	hdr.Set(HeaderPackPath, path)
@@ -110,14 +118,21 @@ func (ix *Indexer) cleanTemp(ctx context.Context) {
 	}
 }
 
-// Reconcile lists the pack store once and indexes the packs missing from
-// the inventory that were missing at the previous pass too, returning how
-// many it indexed. A pack missing once is usually one whose event the
-// consumer has not reached yet (under load, thousands): indexing it here
-// would race the consumer for nothing. A pack missing at two passes a
+// Reconcile lists the pack store and indexes the packs missing from the
+// inventory that were missing at the previous pass too, returning how many
+// it indexed. A pack missing once is usually one whose event the consumer
+// has not reached yet (under load, thousands): indexing it here would race
+// the consumer for nothing. A pack missing at two passes a
 // reconcile_interval apart is one whose event was lost. The listing is
 // checked against the inventory in chunks, so a pass holds one chunk and
 // the suspects, never the whole store's paths.
+//
+// The listing is incremental: the per-destination layout (packs of the
+// format before segments, which nothing writes any more) is listed at the
+// first pass only, and the segments from the hour before the latest
+// segment time the previous pass listed (segmentsAfter), so a pass reads
+// the newest hours, not the whole store. A suspect the listing does not
+// reach again is checked by its path.
 func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
 	storeID := ix.deps.Packs.ID()
 	var batch []item
@@ -198,6 +213,9 @@ func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
 				continue
 			}
 			ref, err := ix.cat.ReadRef(ctx, ix.deps.Packs, path)
+			if errors.Is(err, packstore.ErrNotFound) {
+				continue // a suspect checked by its path, gone since
+			}
 			if errors.Is(err, packstore.ErrCorruptPack) || errors.Is(err, catalog.ErrPackMismatch) {
 				ix.markBad(path)
 				ix.deadLetter(ctx, item{ref: catalog.PackRef{Path: path}}, err)
@@ -216,7 +234,17 @@ func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
 		}
 		return nil
 	}
-	err := ix.deps.Packs.List(ctx, "", func(path string) error {
+	relisted := map[string]bool{} // suspects of prev listed again
+	var hw time.Time              // the latest segment time listed
+	visit := func(path string) error {
+		if packstore.IsSegmentPath(path) {
+			if t, err := proto.SegmentTime(packIDOf(path)); err == nil && t.After(hw) {
+				hw = t
+			}
+		}
+		if prev[path] {
+			relisted[path] = true
+		}
 		if ix.isBad(path) {
 			return nil
 		}
@@ -225,12 +253,37 @@ func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
 			return check()
 		}
 		return nil
-	})
+	}
+	var err error
+	legacy := !ix.legacyListed
+	if legacy {
+		err = ix.deps.Packs.List(ctx, "", visit)
+	}
+	if err == nil {
+		err = packstore.ListAfter(ctx, ix.deps.Packs, proto.SegmentsDir+"/", ix.segmentsAfter(), visit)
+	}
+	for path := range prev {
+		if err != nil {
+			break
+		}
+		if !relisted[path] && !ix.isBad(path) {
+			chunk = append(chunk, path)
+			if len(chunk) >= reconcileChunk {
+				err = check()
+			}
+		}
+	}
 	if err == nil {
 		err = check()
 	}
 	if err == nil {
 		err = flush()
+	}
+	if err == nil {
+		ix.legacyListed = ix.legacyListed || legacy
+		if hw.After(ix.segmentsHW) {
+			ix.segmentsHW = hw
+		}
 	}
 	ix.suspects = next
 	ix.mu.Lock()
@@ -240,6 +293,17 @@ func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
 		return total, fmt.Errorf("reconciling pack store: %w", err)
 	}
 	return total, nil
+}
+
+// segmentsAfter is where a pass starts listing segments: after the hour
+// directory of the hour before the latest segment time the previous passes
+// listed (so that hour and every later one are listed; a segment is cut
+// and written within seconds), or from the start when none was listed yet.
+func (ix *Indexer) segmentsAfter() string {
+	if ix.segmentsHW.IsZero() {
+		return ""
+	}
+	return proto.SegmentHourDir(ix.segmentsHW.Add(-time.Hour))
 }
 
 // reconcileChunk is how many listed paths one inventory query checks;

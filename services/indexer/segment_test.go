@@ -1,0 +1,255 @@
+package indexer_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/indexer"
+	"github.com/sluice-cdc/sluice/shared/arrowcodec"
+	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+)
+
+// announceSegment publishes the PACKS event the flusher publishes for a
+// segment: one row per destination, in the segment's row order, on the
+// table's subject. edit may change the rows' destinations (a damaged
+// event).
+func (h *harness) announceSegment(t *testing.T, m packstore.PackMeta, edit func(dests []string)) {
+	t.Helper()
+	entries, err := m.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dests := make([]string, len(entries))
+	for i, e := range entries {
+		dests[i] = e.Destination
+	}
+	if edit != nil {
+		edit(dests)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, proto.PackEventSchema)
+	for i, e := range entries {
+		for j, v := range []string{m.PackID, m.StoreID, dests[i], m.Table, m.Path(), m.Schema, e.First, e.Last} {
+			b.Field(j).(*array.StringBuilder).Append(v)
+		}
+		b.Field(8).(*array.Int64Builder).Append(e.Rows)
+		b.Field(9).(*array.Int64Builder).Append(e.Tombstones)
+		b.Field(10).(*array.Int64Builder).Append(0)
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	body, err := arrowcodec.Encode(rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := nats.Header{}
+	hdr.Set(proto.HeaderWire, proto.WireVersion)
+	hdr.Set(proto.HeaderMsgID, proto.PackMsgID(m.PackID))
+	if _, err := h.js.PublishMsg(t.Context(), &nats.Msg{Subject: proto.SegmentEventSubject(m.Table), Header: hdr, Data: body}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func segmentParts(dests ...string) []catalogtest.Part {
+	var parts []catalogtest.Part
+	for i, d := range dests {
+		parts = append(parts, catalogtest.Part{Destination: d, Rows: rowsOf(d, 0, 3+i)})
+	}
+	return parts
+}
+
+// inventory counts the inventory rows of pack ids.
+func inventory(t *testing.T, cat *catalog.Catalog, ids ...string) int {
+	t.Helper()
+	q := "SELECT count() FROM " + cat.Prefix() + "_packs FINAL WHERE pack_id IN ('" + strings.Join(ids, "', '") + "')"
+	res, err := cat.Conn().Query(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(res.Rows[0][0].(uint64))
+}
+
+// TestSegmentEventIndexed: a segment's event (one row per destination on
+// the table's subject) has the segment indexed, one inventory row per
+// destination, and acked; an event whose destinations disagree with the
+// segment's footer is dead-lettered and the segment stays out of the
+// inventory (tenant isolation), while the sound one beside it (negative
+// control) is indexed.
+func TestSegmentEventIndexed(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ix, err := indexer.New(h.cfg, indexer.Deps{JS: h.js, Catalog: h.conn, Packs: h.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Catalog().EnsureSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ix.Run(ctx) }()
+	now := time.Now()
+	good := catalogtest.WriteSegment(t, h.store, catalogtest.Items, proto.SegmentID(now, "w1", 0), segmentParts("shop1", "shop2", "shop3"))
+	lying := catalogtest.WriteSegment(t, h.store, catalogtest.Items, proto.SegmentID(now, "w1", 1), segmentParts("shop4", "shop5"))
+	h.announceSegment(t, good, nil)
+	h.announceSegment(t, lying, func(d []string) { d[1] = "shop6" })
+	cat := ix.Catalog()
+	eventually(t, 30*time.Second, "the segment indexed", func() (bool, string) {
+		n := inventory(t, cat, good.PackID)
+		return n == 3, fmt.Sprintf("%d inventory rows; status %+v", n, ix.Status())
+	})
+	eventually(t, 30*time.Second, "the lying event dead-lettered", func() (bool, string) {
+		n := len(h.deadLetters(t))
+		return n == 1, fmt.Sprintf("%d dead letters", n)
+	})
+	dl := h.deadLetters(t)[0]
+	if r := dl.Header.Get(proto.HeaderReason); !strings.Contains(r, catalog.ErrPackMismatch.Error()) {
+		t.Fatalf("dead letter reason %q", r)
+	}
+	if got := dl.Header.Get(proto.HeaderOrigSubject); got != proto.SegmentEventSubject(catalogtest.Items.Name) {
+		t.Fatalf("dead letter of %s", got)
+	}
+	if n := inventory(t, cat, lying.PackID); n != 0 {
+		t.Fatalf("the lying segment has %d inventory rows", n)
+	}
+	eventually(t, 30*time.Second, "every PACKS event settled", func() (bool, string) {
+		c, err := h.js.Consumer(ctx, proto.StreamPacks, proto.ConsumerIndexer)
+		if err != nil {
+			return false, err.Error()
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == 2,
+			fmt.Sprintf("ack pending %d, pending %d, ack floor %d", ci.NumAckPending, ci.NumPending, ci.AckFloor.Stream)
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countingStore is the real directory store, counting the paths its
+// listings hand out (instrumentation, not a fake).
+type countingStore struct {
+	*packstore.DirStore
+	listed atomic.Int64
+}
+
+func (s *countingStore) List(ctx context.Context, prefix string, fn func(string) error) error {
+	return s.ListAfter(ctx, prefix, "", fn)
+}
+
+func (s *countingStore) ListAfter(ctx context.Context, prefix, after string, fn func(string) error) error {
+	return s.DirStore.ListAfter(ctx, prefix, after, func(p string) error {
+		s.listed.Add(1)
+		return fn(p)
+	})
+}
+
+// TestReconcileListsSegmentsIncrementally: the reconciler lists the
+// per-destination layout at its first pass only and segments from the hour
+// before the newest one it listed, so a later pass lists the new hours,
+// not the store; a segment with no event is still indexed at its second
+// pass (found missing twice), a per-destination pack found missing at the
+// first pass is indexed at the second by its path, and stale temporary
+// files under the segments are removed.
+func TestReconcileListsSegmentsIncrementally(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	store := &countingStore{DirStore: h.store}
+	ix, err := indexer.New(h.cfg, indexer.Deps{JS: h.js, Catalog: h.conn, Packs: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := ix.Catalog()
+	if err := cat.EnsureSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 8, 30, 0, 0, time.UTC)
+	var old []string
+	for hour := range 6 { // six old hours, two segments each, all indexed
+		for n := range 2 {
+			m := catalogtest.WriteSegment(t, store, catalogtest.Items, proto.SegmentID(t0.Add(time.Duration(hour)*time.Hour), "w1", uint64(n)), segmentParts("shop1", "shop2"))
+			ref, err := catalog.ReadRef(ctx, store, m.Path())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cat.Index(ctx, store, []catalog.PackRef{ref}); err != nil {
+				t.Fatal(err)
+			}
+			old = append(old, m.PackID)
+		}
+	}
+	orphanPack := catalogtest.Write(t, store, catalogtest.Items, "shop1", "p-orphan", rowsOf("shop1", 0, 2))
+	// A stale temporary file of a killed segment write.
+	tmpDir := filepath.Join(h.store.Root(), filepath.FromSlash(proto.SegmentHourDir(t0)), catalogtest.Items.Name)
+	stale := filepath.Join(tmpDir, ".tmp-0000000000000000")
+	if err := os.WriteFile(stale, []byte("half a segment"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oldTime := time.Now().Add(-2 * packstore.TempMaxAge)
+	if err := os.Chtimes(stale, oldTime, oldTime); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := store.CleanTemp(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("CleanTemp removed %d (%v), want the stale file under %s", n, err, proto.SegmentsDir)
+	}
+
+	pass := func(wantIndexed int) int64 {
+		t.Helper()
+		store.listed.Store(0)
+		n, err := ix.Reconcile(ctx)
+		if err != nil || n != wantIndexed {
+			t.Fatalf("pass indexed %d (%v), want %d", n, err, wantIndexed)
+		}
+		return store.listed.Load()
+	}
+	if got := pass(0); got != 13 { // 12 segments and the pack
+		t.Fatalf("first pass listed %d paths, want 13 (the whole store)", got)
+	}
+	// Two new hours, the last one's segment without an event.
+	last := t0.Add(5 * time.Hour)
+	n1 := catalogtest.WriteSegment(t, store, catalogtest.Items, proto.SegmentID(last.Add(time.Hour), "w1", 0), segmentParts("shop1"))
+	orphan := catalogtest.WriteSegment(t, store, catalogtest.Items, proto.SegmentID(last.Add(2*time.Hour), "w1", 0), segmentParts("shop2", "shop3"))
+	ref, err := catalog.ReadRef(ctx, store, n1.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Index(ctx, store, []catalog.PackRef{ref}); err != nil {
+		t.Fatal(err)
+	}
+	// The hour before the newest listed (t0+4h), that hour, and the two new.
+	if got := pass(1); got != 6 {
+		t.Fatalf("second pass listed %d paths, want 6 (the last two listed hours and the new ones)", got)
+	}
+	if n := inventory(t, cat, orphanPack.PackID); n != 1 {
+		t.Fatalf("the orphan pack has %d inventory rows after the second pass", n)
+	}
+	if got := pass(1); got != 2 {
+		t.Fatalf("third pass listed %d paths, want 2 (the hour before the newest, and the newest)", got)
+	}
+	if n := inventory(t, cat, orphan.PackID); n != 2 {
+		t.Fatalf("the segment without an event has %d inventory rows, want 2", n)
+	}
+	if got := pass(0); got != 2 {
+		t.Fatalf("fourth pass listed %d paths, want 2", got)
+	}
+	if n := inventory(t, cat, old...); n != 24 {
+		t.Fatalf("old segments have %d inventory rows, want 24", n)
+	}
+}
