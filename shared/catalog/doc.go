@@ -37,8 +37,9 @@
 //
 //	p_schema_version     the stamp, written LAST by EnsureSchema
 //	p_tables             registry: per table and schema fingerprint, columns (kind, pg type), primary key
-//	p_packs              pack inventory, one row per indexed (store_id, pack_id), with
-//	                     persisted block numbers (schema version 4)
+//	p_packs              pack inventory, one row per indexed (store_id, pack_id, destination):
+//	                     one per pack, one per destination a segment holds (schema
+//	                     version 5), with persisted block numbers (version 4)
 //	p_watermark          one row per published snapshot (version, publish_id, through_lsn, ...)
 //	                     and its members: the packs it admitted, (store_id, pack_id,
 //	                     destination, table) in an array (schema version 3), and the
@@ -47,13 +48,24 @@
 //	p_publisher_lease    append-only publisher lease (term, lease_id, holder, expiry) and the
 //	                     sole-claimant version claims (version, claim_id) a publish's renewal
 //	                     carries; in memory, its newest rows only (schema version 2)
-//	p_snapshots          view: published snapshots with their cumulative pack count
+//	p_snapshots          view: published snapshots with their cumulative member count
+//	                     ((pack, destination) rows)
 //	p_version_floor      the highest version published before each rebuild; never dropped
 //	                     (schema version 4)
 //	p_rows.<schema.table>    per captured table: the rows of every destination
 //	p_latest.<schema.table>  view: that table as of the latest published snapshot
 //
 // NOTES
+//   - A segment (packstore.EncodeSegment: every destination's rows of one
+//     group commit and table, each row carrying _sluice_destination) is
+//     indexed by one INSERT ... SELECT over its file taking each row's
+//     destination from that column (a per-destination pack's is a literal),
+//     then recorded by one inventory row per destination in one INSERT
+//     (one part: all or none). Reads are unchanged: a member is
+//     (store_id, pack_id, destination, table) and a read filters its
+//     destination. A publish admits and Pending counts (pack, destination)
+//     rows, so a publish cut by its cap may admit some of a segment's
+//     destinations and the next admits the rest.
 //   - The rows tables' ORDER BY is (destination, primary key..., store_id,
 //     pack_id, _sluice_lsn, _sluice_seq): pack identity as the brief asks,
 //     plus the position, because one pack may hold several versions of one

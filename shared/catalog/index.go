@@ -333,12 +333,23 @@ func (c *Catalog) recordPacks(ctx context.Context, storeID string, packs []PackR
 	if len(packs) == 0 {
 		return nil
 	}
+	// Every value a literal, the server's clock read once: a VALUES list
+	// with an expression in a row makes the engine parse every row as an
+	// expression (1,000 rows: about 2 s on chDB against 50 ms).
+	res, err := c.conn.Query(ctx, "SELECT "+nowMicros)
+	if err == nil && len(res.Rows) != 1 {
+		err = errNoRows
+	}
+	if err != nil {
+		return fmt.Errorf("recording %d packs in the inventory: reading the server clock: %w", len(packs), err)
+	}
+	now := asInt(res.Rows[0][0])
 	vals := make([]string, 0, len(packs))
 	row := func(p PackRef, dest string, first, last proto.Position, rows, tombs int64) {
 		m := p.Meta
-		vals = append(vals, fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %d, %d, toUnixTimestamp64Micro(now64(6)), %s)",
+		vals = append(vals, fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %d, %d, %d, %s)",
 			quote(storeID), quote(m.PackID), quote(dest), quote(m.Table), quote(p.Path), quote(m.Schema),
-			uint64(first.LSN), first.Seq, uint64(last.LSN), last.Seq, rows, tombs, p.Bytes, quote(p.Trace)))
+			uint64(first.LSN), first.Seq, uint64(last.LSN), last.Seq, rows, tombs, p.Bytes, now, quote(p.Trace)))
 	}
 	for _, p := range packs {
 		if !p.Meta.IsSegment() {

@@ -456,8 +456,10 @@ func (c *Catalog) readLease(ctx context.Context, v uint64) (head []Lease, now ti
 	return head, now, nil
 }
 
-// Pending counts indexed packs that no published snapshot holds yet: the
-// packs a publish now would admit (see unpublished).
+// Pending counts the inventory rows no published snapshot holds yet, as
+// Snapshot.NewPacks counts them: (pack, destination) members, a segment
+// one per destination it holds; what a publish now would admit (see
+// unpublished).
 func (c *Catalog) Pending(ctx context.Context) (uint64, error) {
 	window, fresh, _ := c.unpublished("hw")
 	with := "WITH " + c.inventoryHW() + " AS hw "

@@ -22,8 +22,11 @@ type Snapshot struct {
 	PublishedAt time.Time `json:"published_at"`
 	ThroughLSN  proto.LSN `json:"-"`
 	Through     string    `json:"through_lsn"` // Postgres text form of ThroughLSN
-	NewPacks    uint64    `json:"new_packs"`   // packs this publish admitted
-	Packs       uint64    `json:"packs"`       // packs the snapshot holds
+	// NewPacks and Packs count members, (pack, destination) inventory
+	// rows: a per-destination pack is one, a segment one per destination
+	// it holds.
+	NewPacks uint64 `json:"new_packs"` // members this publish admitted
+	Packs    uint64 `json:"packs"`     // members the snapshot holds
 }
 
 func snapshotFromRow(r []any) Snapshot {

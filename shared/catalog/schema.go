@@ -411,8 +411,9 @@ func (c *Catalog) manifestSQL() string {
 }
 
 func (c *Catalog) snapshotsSQL() string {
-	// new_packs counts the members of the publish; a pack is a member of
-	// one publish only, so the running sum is the snapshot's pack count.
+	// new_packs counts the members of the publish, (pack, destination)
+	// rows (a segment is one per destination it holds); a member belongs
+	// to one publish only, so the running sum is the snapshot's count.
 	return fmt.Sprintf(`SELECT version, publish_id, published_at AS published_at_us, through_lsn, new_packs,
 		sum(new_packs) OVER (ORDER BY version ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS packs
 		FROM %s`, ident(c.n.watermark()))

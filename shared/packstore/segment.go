@@ -142,6 +142,25 @@ func EncodeSegment(parts []SegmentPart, meta SegmentMeta) (data []byte, entries 
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
 	}
+	// The parts' batches are written joined into batches of about
+	// segmentBatchBytes: a reader's cost is per batch (ClickHouse sets up
+	// each batch's buffers and decompression on its own), and a segment of
+	// 1,000 destinations of a few rows each is 1,000 tiny batches
+	// otherwise.
+	var group []destRec
+	gbytes := 0
+	emit := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		rec, err := joinWithDestination(schema, group)
+		group, gbytes = group[:0], 0
+		if err != nil {
+			return err
+		}
+		defer rec.Release()
+		return w.Write(rec)
+	}
 	k := 0 // index into recs, which follow sorted's parts in order
 	for _, p := range sorted {
 		for range p.Recs {
@@ -150,11 +169,18 @@ func EncodeSegment(parts []SegmentPart, meta SegmentMeta) (data []byte, entries 
 			if r.NumRows() == 0 {
 				continue
 			}
-			if err := writeWithDestination(w, schema, r, p.Destination); err != nil {
-				_ = w.Close()
-				return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
+			group = append(group, destRec{r, p.Destination})
+			if gbytes += bodyBytes([]arrow.RecordBatch{r}); gbytes >= segmentBatchBytes {
+				if err := emit(); err != nil {
+					_ = w.Close()
+					return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
+				}
 			}
 		}
+	}
+	if err := emit(); err != nil {
+		_ = w.Close()
+		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
 	}
 	if err := w.Close(); err != nil {
 		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
@@ -162,23 +188,60 @@ func EncodeSegment(parts []SegmentPart, meta SegmentMeta) (data []byte, entries 
 	return buf.Bytes(), entries, nil
 }
 
-// writeWithDestination writes r with a constant proto.ColDestination column
-// appended.
-func writeWithDestination(w *ipc.FileWriter, schema *arrow.Schema, r arrow.RecordBatch, dest string) error {
-	b := array.NewStringBuilder(memory.DefaultAllocator)
-	defer b.Release()
-	n := int(r.NumRows())
-	b.Reserve(n)
-	b.ReserveData(n * len(dest))
-	for i := 0; i < n; i++ {
-		b.Append(dest)
+// segmentBatchBytes is about the column data of one batch of a segment (a
+// variable so that a test can lower it).
+var segmentBatchBytes = 4 << 20
+
+// destRec is a batch of one destination's rows.
+type destRec struct {
+	rec  arrow.RecordBatch
+	dest string
+}
+
+// joinWithDestination joins group's batches (one schema) into one batch of
+// schema: their columns concatenated, and proto.ColDestination naming each
+// row's destination appended.
+func joinWithDestination(schema *arrow.Schema, group []destRec) (arrow.RecordBatch, error) {
+	mem := memory.DefaultAllocator
+	ncols := int(group[0].rec.NumCols())
+	cols := make([]arrow.Array, 0, ncols+1)
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	var n int64
+	for _, g := range group {
+		n += g.rec.NumRows()
 	}
-	col := b.NewArray()
-	defer col.Release()
-	cols := append(append([]arrow.Array{}, r.Columns()...), col)
-	rec := array.NewRecordBatch(schema, cols, r.NumRows())
-	defer rec.Release()
-	return w.Write(rec)
+	for i := 0; i < ncols; i++ {
+		if len(group) == 1 {
+			c := group[0].rec.Column(i)
+			c.Retain()
+			cols = append(cols, c)
+			continue
+		}
+		parts := make([]arrow.Array, len(group))
+		for j, g := range group {
+			parts[j] = g.rec.Column(i)
+		}
+		c, err := array.Concatenate(parts, mem)
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+	}
+	b := array.NewStringBuilder(mem)
+	defer b.Release()
+	b.Reserve(int(n))
+	for _, g := range group {
+		b.ReserveData(int(g.rec.NumRows()) * len(g.dest))
+		for i := int64(0); i < g.rec.NumRows(); i++ {
+			b.Append(g.dest)
+		}
+	}
+	cols = append(cols, b.NewArray())
+	return array.NewRecordBatch(schema, cols, n), nil
 }
 
 // tableMetadata is s's schema metadata without the pack keys.

@@ -106,31 +106,29 @@ func TestEncodeDecodeSegment(t *testing.T) {
 			r.Release()
 		}
 	}()
-	if m2 != meta || len(recs) != 4 {
-		t.Fatalf("decode %+v, %d batches", m2, len(recs))
+	if m2 != meta || len(recs) != 1 {
+		t.Fatalf("decode %+v, %d batches, want the parts joined into one", m2, len(recs))
 	}
-	// Each batch is a part's batch, in destination order, plus the column.
-	order := []struct {
-		rec  arrow.RecordBatch
-		dest string
-	}{{parts[1].Recs[0], "shopA"}, {parts[2].Recs[0], "shopB"}, {parts[2].Recs[1], "shopB"}, {parts[0].Recs[0], "shopC"}}
-	for i, o := range order {
-		runs, col, err := proto.DestinationRuns(recs[i])
-		if err != nil || len(runs) != 1 || runs[0].Destination != o.dest {
-			t.Fatalf("batch %d: runs %v, %v", i, runs, err)
+	runs, col, err := proto.DestinationRuns(recs[0])
+	if err != nil || col != int(recs[0].NumCols())-1 {
+		t.Fatalf("runs %v, column %d: %v", runs, col, err)
+	}
+	if len(runs) != 3 || runs[0] != (proto.DestinationRun{Destination: "shopA", Lo: 0, Hi: 2}) ||
+		runs[1] != (proto.DestinationRun{Destination: "shopB", Lo: 2, Hi: 5}) || runs[2] != (proto.DestinationRun{Destination: "shopC", Lo: 5, Hi: 6}) {
+		t.Fatalf("runs %v", runs)
+	}
+	// Each part's batch is its rows in the file, the column dropped.
+	for _, o := range []struct {
+		rec    arrow.RecordBatch
+		lo, hi int64
+	}{{parts[1].Recs[0], 0, 2}, {parts[2].Recs[0], 2, 3}, {parts[2].Recs[1], 3, 5}, {parts[0].Recs[0], 5, 6}} {
+		sl := recs[0].NewSlice(o.lo, o.hi)
+		got := array.NewRecordBatch(o.rec.Schema(), sl.Columns()[:col], sl.NumRows())
+		if !array.RecordEqual(got, o.rec) {
+			t.Fatalf("rows [%d, %d) changed", o.lo, o.hi)
 		}
-		if col != int(recs[i].NumCols())-1 {
-			t.Fatalf("batch %d: %s is column %d", i, proto.ColDestination, col)
-		}
-		stripped := recs[i].NewSlice(0, recs[i].NumRows())
-		cols := stripped.Columns()[:col]
-		fields := o.rec.Schema()
-		s2 := array.NewRecordBatch(fields, cols, stripped.NumRows())
-		if !array.RecordEqual(s2, o.rec) {
-			t.Fatalf("batch %d: rows changed", i)
-		}
-		s2.Release()
-		stripped.Release()
+		got.Release()
+		sl.Release()
 	}
 	again, _, err := packstore.EncodeSegment(parts, sm)
 	if err != nil || !bytes.Equal(again, data) {
@@ -139,6 +137,39 @@ func TestEncodeDecodeSegment(t *testing.T) {
 	// Large segments are compressed as large packs are.
 	if len(data) > 64<<10 {
 		t.Fatalf("small segment is %d bytes", len(data))
+	}
+}
+
+// TestSegmentBatchesSplitEntries: a segment past the batch size is written
+// as several batches, a destination's rows may span two of them, and the
+// index is still checked row by row (a damaged entry across the boundary
+// is refused).
+func TestSegmentBatchesSplitEntries(t *testing.T) {
+	defer packstore.SetSegmentBatchBytes(1)() // every input batch closes one
+	parts, release := sampleParts(nil)
+	defer release()
+	data, entries, err := packstore.EncodeSegment(parts, sampleSegmentMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, recs, err := packstore.DecodePack(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	if len(recs) != 4 || !meta.IsSegment() || entries[1].Rows != 3 {
+		t.Fatalf("%d batches, entries %v", len(recs), entries)
+	}
+	bad := rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
+		es[1].Last, es[1].First = es[1].First, es[1].Last // shopB spans batches 1 and 2
+		return es
+	}), nil)
+	if _, _, err := packstore.VerifyPack(bad, 0); !errors.Is(err, packstore.ErrCorruptPack) {
+		t.Fatalf("entry spanning batches with swapped positions: %v", err)
 	}
 }
 
@@ -263,16 +294,20 @@ func TestVerifySegmentRefusesDamage(t *testing.T) {
 	if _, _, err := packstore.VerifyPack(rewriteSegment(t, data, nil, nil), 0); err != nil {
 		t.Fatalf("unedited rewrite: %v", err)
 	}
-	swapDest := func(i int, rec arrow.RecordBatch) arrow.RecordBatch {
-		if i != 1 {
-			return rec
-		}
+	// Row 2, shopB's first, names shopA.
+	swapDest := func(_ int, rec arrow.RecordBatch) arrow.RecordBatch {
 		col := rec.Schema().NumFields() - 1
+		old := rec.Column(col).(*array.String)
 		b := array.NewStringBuilder(memory.DefaultAllocator)
-		b.Append("shopA")
-		c := b.NewArray()
+		for i := 0; i < old.Len(); i++ {
+			v := old.Value(i)
+			if i == 2 {
+				v = "shopA"
+			}
+			b.Append(v)
+		}
 		cols := append([]arrow.Array{}, rec.Columns()...)
-		cols[col] = c
+		cols[col] = b.NewArray()
 		return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
 	}
 	cases := map[string][]byte{
