@@ -235,10 +235,17 @@ func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
 		return nil
 	}
 	relisted := map[string]bool{} // suspects of prev listed again
-	var hw time.Time              // the latest segment time listed
+	// hw is the latest segment time listed, never past this indexer's
+	// clock: a writer whose clock runs ahead must not move the next pass's
+	// start past the segments of the others.
+	var hw time.Time
+	started := time.Now()
 	visit := func(path string) error {
 		if packstore.IsSegmentPath(path) {
 			if t, err := proto.SegmentTime(packIDOf(path)); err == nil && t.After(hw) {
+				if t.After(started) {
+					t = started
+				}
 				hw = t
 			}
 		}

@@ -180,7 +180,9 @@ func TestReconcileListsSegmentsIncrementally(t *testing.T) {
 	if err := cat.EnsureSchema(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Date(2026, 12, 1, 8, 30, 0, 0, time.UTC)
+	// Hours in the past of the test's clock (the reconciler never starts
+	// past its own clock), each segment at half past.
+	t0 := time.Now().UTC().Add(-12 * time.Hour).Truncate(time.Hour).Add(30 * time.Minute)
 	var old []string
 	for hour := range 6 { // six old hours, two segments each, all indexed
 		for n := range 2 {
@@ -251,5 +253,22 @@ func TestReconcileListsSegmentsIncrementally(t *testing.T) {
 	}
 	if n := inventory(t, cat, old...); n != 24 {
 		t.Fatalf("old segments have %d inventory rows, want 24", n)
+	}
+	// A writer whose clock runs three hours ahead does not move the next
+	// start past the others' segments: a segment cut ten minutes ago and
+	// written after the pass that listed the future one is listed.
+	future := catalogtest.WriteSegment(t, store, catalogtest.Items, proto.SegmentID(time.Now().Add(3*time.Hour), "w9", 0), segmentParts("shop1"))
+	if got := pass(0); got != 3 {
+		t.Fatalf("fifth pass listed %d paths, want 3", got)
+	}
+	recent := catalogtest.WriteSegment(t, store, catalogtest.Items, proto.SegmentID(time.Now().Add(-10*time.Minute), "w1", 0), segmentParts("shop1"))
+	if got := pass(1); got != 2 {
+		t.Fatalf("sixth pass listed %d paths, want 2 (the recent segment and the future one)", got)
+	}
+	if got := pass(1); got != 2 {
+		t.Fatalf("seventh pass listed %d paths, want 2", got)
+	}
+	if n := inventory(t, cat, future.PackID, recent.PackID); n != 2 {
+		t.Fatalf("the future and recent segments have %d inventory rows, want 2", n)
 	}
 }
