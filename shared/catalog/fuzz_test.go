@@ -19,12 +19,22 @@ import (
 // clean index or a refusal the indexer dead-letters (a corrupt pack, a
 // footer that disagrees with its path, a schema the catalog cannot hold),
 // never a panic or an engine failure. The seeds (a compressed and an
-// uncompressed pack, whole and damaged) run in `go test`.
+// uncompressed pack and segment, whole and damaged) run in `go test`.
 func FuzzIndexPack(f *testing.F) {
 	big, _ := catalogtest.Encode(f, catalogtest.Items, "s1", "shop1", "p-big", fuzzRows("shop1", 1500))
 	small, _ := catalogtest.Encode(f, catalogtest.Items, "s1", "shop1", "p-small", fuzzRows("shop1", 20))
 	sound, soundMeta := catalogtest.Encode(f, catalogtest.Items, "s1", "shop1", "p-sound", fuzzRows("shop1", 5))
-	for _, b := range [][]byte{big, small, pt.DamageBody(big, 64), pt.DamageBody(small, 8), pt.DamageBody(small, 200), big[:len(big)-100]} {
+	seg := func(id string, n int) []byte {
+		var parts []catalogtest.Part
+		for _, d := range []string{"shop1", "shop2", "shop3"} {
+			parts = append(parts, catalogtest.Part{Destination: d, Rows: fuzzRows(d, n)})
+		}
+		b, _ := catalogtest.EncodeSegment(f, catalogtest.Items, "s1", id, parts)
+		return b
+	}
+	bigSeg, smallSeg := seg(segID(90), 600), seg(segID(91), 5)
+	for _, b := range [][]byte{big, small, pt.DamageBody(big, 64), pt.DamageBody(small, 8), pt.DamageBody(small, 200), big[:len(big)-100],
+		bigSeg, smallSeg, pt.DamageBody(bigSeg, 64), pt.DamageBody(smallSeg, 8), smallSeg[:len(smallSeg)-50]} {
 		f.Add(b)
 	}
 	conn := chtest.Conn(f)

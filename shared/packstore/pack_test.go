@@ -141,6 +141,14 @@ func FuzzDecodePack(f *testing.F) {
 	}
 	f.Add(big) // zstd-compressed
 	f.Add(pt.DamageBody(big, 16))
+	parts, release := sampleParts(nil)
+	seg, _, err := packstore.EncodeSegment(parts, sampleSegmentMeta())
+	release()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seg)
+	f.Add(pt.DamageBody(seg, 4))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		meta, recs, err := packstore.DecodePack(b, mem)
@@ -164,6 +172,9 @@ func FuzzDecodePack(f *testing.F) {
 		}
 		if rows != meta.Rows {
 			t.Fatalf("accepted %d rows, footer says %d", rows, meta.Rows)
+		}
+		if _, err := meta.Entries(); err != nil {
+			t.Fatalf("accepted a segment whose index does not parse: %v", err)
 		}
 		mem.AssertSize(t, 0)
 	})
