@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
 	"github.com/sluice-cdc/sluice/shared/packstore"
+	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
 )
 
 // announceSegment publishes the PACKS event the flusher publishes for a
@@ -85,9 +86,9 @@ func inventory(t *testing.T, cat *catalog.Catalog, ids ...string) int {
 // TestSegmentEventIndexed: a segment's event (one row per destination on
 // the table's subject) has the segment indexed, one inventory row per
 // destination, and acked; an event whose destinations disagree with the
-// segment's footer is dead-lettered and the segment stays out of the
-// inventory (tenant isolation), while the sound one beside it (negative
-// control) is indexed.
+// segment's footer (tenant isolation) and a segment with a damaged body
+// are dead-lettered and stay out of the inventory, while the sound one
+// beside them (negative control) is indexed.
 func TestSegmentEventIndexed(t *testing.T) {
 	h := newHarness(t)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -104,26 +105,40 @@ func TestSegmentEventIndexed(t *testing.T) {
 	now := time.Now()
 	good := catalogtest.WriteSegment(t, h.store, catalogtest.Items, proto.SegmentID(now, "w1", 0), segmentParts("shop1", "shop2", "shop3"))
 	lying := catalogtest.WriteSegment(t, h.store, catalogtest.Items, proto.SegmentID(now, "w1", 1), segmentParts("shop4", "shop5"))
+	data, damaged := catalogtest.EncodeSegment(t, catalogtest.Items, "local", proto.SegmentID(now, "w1", 2), segmentParts("shop7", "shop8"))
+	if err := h.store.Put(ctx, damaged.Path(), pt.DamageBody(data, 16)); err != nil {
+		t.Fatal(err)
+	}
 	h.announceSegment(t, good, nil)
 	h.announceSegment(t, lying, func(d []string) { d[1] = "shop6" })
+	h.announceSegment(t, damaged, nil)
 	cat := ix.Catalog()
 	eventually(t, 30*time.Second, "the segment indexed", func() (bool, string) {
 		n := inventory(t, cat, good.PackID)
 		return n == 3, fmt.Sprintf("%d inventory rows; status %+v", n, ix.Status())
 	})
-	eventually(t, 30*time.Second, "the lying event dead-lettered", func() (bool, string) {
+	eventually(t, 30*time.Second, "the lying and the damaged segments dead-lettered", func() (bool, string) {
 		n := len(h.deadLetters(t))
-		return n == 1, fmt.Sprintf("%d dead letters", n)
+		return n == 2, fmt.Sprintf("%d dead letters", n)
 	})
-	dl := h.deadLetters(t)[0]
-	if r := dl.Header.Get(proto.HeaderReason); !strings.Contains(r, catalog.ErrPackMismatch.Error()) {
-		t.Fatalf("dead letter reason %q", r)
+	reasons := map[string]string{}
+	for _, dl := range h.deadLetters(t) {
+		if got := dl.Header.Get(proto.HeaderOrigSubject); got != proto.SegmentEventSubject(catalogtest.Items.Name) {
+			t.Fatalf("dead letter of %s", got)
+		}
+		r := dl.Header.Get(proto.HeaderReason)
+		switch {
+		case strings.Contains(r, catalog.ErrPackMismatch.Error()):
+			reasons["mismatch"] = r
+		case strings.Contains(r, packstore.ErrCorruptPack.Error()) && strings.Contains(r, damaged.Path()):
+			reasons["corrupt"] = r
+		}
 	}
-	if got := dl.Header.Get(proto.HeaderOrigSubject); got != proto.SegmentEventSubject(catalogtest.Items.Name) {
-		t.Fatalf("dead letter of %s", got)
+	if len(reasons) != 2 {
+		t.Fatalf("dead letter reasons %v, want a mismatch and a corrupt segment", reasons)
 	}
-	if n := inventory(t, cat, lying.PackID); n != 0 {
-		t.Fatalf("the lying segment has %d inventory rows", n)
+	if n := inventory(t, cat, lying.PackID, damaged.PackID); n != 0 {
+		t.Fatalf("the lying and damaged segments have %d inventory rows", n)
 	}
 	eventually(t, 30*time.Second, "every PACKS event settled", func() (bool, string) {
 		c, err := h.js.Consumer(ctx, proto.StreamPacks, proto.ConsumerIndexer)
@@ -134,7 +149,7 @@ func TestSegmentEventIndexed(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == 2,
+		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == 3,
 			fmt.Sprintf("ack pending %d, pending %d, ack floor %d", ci.NumAckPending, ci.NumPending, ci.AckFloor.Stream)
 	})
 	cancel()
