@@ -8,7 +8,7 @@ CONFIG ?= deploy/demo.yaml
 DURATION ?= 30m
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build libchdb s3server ops-tools run test bench lint model soak bigtx jaeger trace clean
+.PHONY: all build libchdb s3server ops-tools run test bench lint tidy-check model soak bigtx jaeger trace clean
 
 all: build
 
@@ -50,9 +50,17 @@ bench: libchdb
 	$(GO) test -run '^$$' -bench '.' -benchtime 20x ./shared/catalog/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -timeout 60m ./test/bench/ | tee -a bench.out
 
-lint:
+lint: tidy-check
 	@out=$$(gofmt -l $(MODS)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+# Every module stands on its own: its go.mod and go.sum are tidy and it builds
+# without go.work (local modules come in through relative replace directives).
+tidy-check:
+	@for m in $(MODS); do \
+	  ( cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null ) || { echo "go mod tidy would change $$m (run: cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
+	  ( cd $$m && GOWORK=off $(GO) build ./... ) || { echo "$$m does not build with GOWORK=off"; exit 1; }; \
+	done
 
 # The flusher protocol's model checker: every interleaving of the small
 # configuration with the production core, then every mutant (each must be
