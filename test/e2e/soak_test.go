@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluice-cdc/sluice/shared/workload"
+	"github.com/sluice-cdc/sluice/test/workload"
 	"github.com/sluice-cdc/sluice/test/kit"
 )
 
