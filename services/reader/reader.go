@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -37,7 +36,6 @@ import (
 // Deps are what the reader needs from its process.
 type Deps struct {
 	JS      jetstream.JetStream
-	NC      *nats.Conn
 	Log     *slog.Logger
 	Metrics prometheus.Registerer
 	// State is the pool of the state database (leases, backfill and halt
