@@ -1,8 +1,8 @@
 // Package publisher is the publisher service: it holds the catalog's
-// publisher lease and publishes fenced snapshots (manifest + watermark rows
-// paired by publish_id) whenever new packs are indexed or the frontier
-// moves, each claiming the through_lsn the frontier state machine has
-// proven. Any number of replicas may run; one holds the lease.
+// publisher lease and publishes fenced snapshots (one watermark row holding
+// the snapshot's members, see shared/catalog) whenever new packs are
+// indexed or the frontier moves, each claiming the through_lsn the
+// frontier state machine has proven (docs/adr/0019). Any number of replicas may run; one holds the lease.
 //
 // The publisher must never publish without a live lease (the catalog checks
 // it inside each statement), never claim a through_lsn the frontier has not
