@@ -15,7 +15,6 @@ import (
 	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,7 +27,6 @@ import (
 // Deps is what the flusher needs.
 type Deps struct {
 	JS      jetstream.JetStream
-	NC      *nats.Conn // optional
 	Pool    *pgxpool.Pool
 	Store   packstore.Store
 	Log     *slog.Logger

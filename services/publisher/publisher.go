@@ -1,8 +1,8 @@
 // Package publisher is the publisher service: it holds the catalog's
-// publisher lease and publishes fenced snapshots (manifest + watermark rows
-// paired by publish_id) whenever new packs are indexed or the frontier
-// moves, each claiming the through_lsn the frontier state machine has
-// proven. Any number of replicas may run; one holds the lease.
+// publisher lease and publishes fenced snapshots (one watermark row holding
+// the snapshot's members, see shared/catalog) whenever new packs are
+// indexed or the frontier moves, each claiming the through_lsn the
+// frontier state machine has proven (docs/adr/0020). Any number of replicas may run; one holds the lease.
 //
 // The publisher must never publish without a live lease (the catalog checks
 // it inside each statement), never claim a through_lsn the frontier has not
@@ -46,6 +46,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 // Deps is what the publisher needs.
@@ -90,19 +91,6 @@ type Publisher struct {
 	status Status
 }
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			return are.ExistingCollector.(C)
-		}
-	}
-	return c
-}
-
 // New returns a publisher; Run starts it.
 func New(cfg config.Config, deps Deps) (*Publisher, error) {
 	if deps.JS == nil || deps.Catalog == nil {
@@ -118,16 +106,16 @@ func New(cfg config.Config, deps Deps) (*Publisher, error) {
 		cfg: cfg, deps: deps, log: log, holder: holder,
 		cat: catalog.New(deps.Catalog, catalog.Options{Prefix: cfg.Catalog.Prefix, Log: log}),
 		fr:  NewFrontier(deps.JS, cfg.Delivery.Partitions),
-		latency: register(deps.Metrics, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_publisher_publish_seconds",
+		latency: telemetry.MustRegister(deps.Metrics, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_publisher_publish_seconds",
 			Help: "Time to publish one snapshot, lease renewal included.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})),
-		publishes: register(deps.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_publisher_publishes_total", Help: "Snapshots published."})),
-		trimmed: register(deps.Metrics, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_publisher_trimmed_messages_total",
+		publishes: telemetry.MustRegister(deps.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_publisher_publishes_total", Help: "Snapshots published."})),
+		trimmed: telemetry.MustRegister(deps.Metrics, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_publisher_trimmed_messages_total",
 			Help: "Messages purged from the data streams once every consumer acked them."}, []string{"stream"})),
-		through: register(deps.Metrics, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_publisher_through_lsn_bytes",
+		through: telemetry.MustRegister(deps.Metrics, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_publisher_through_lsn_bytes",
 			Help: "through_lsn of the latest published snapshot, as a WAL byte position."})),
 	}
 	p.status.Holder = holder
-	register(deps.Metrics, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_publisher_lease_held",
+	telemetry.MustRegister(deps.Metrics, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_publisher_lease_held",
 		Help: "1 while this publisher holds the publisher lease (exactly one replica should)."}, func() float64 {
 		if p.Status().LeaseHeld {
 			return 1

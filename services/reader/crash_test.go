@@ -80,7 +80,7 @@ func lossScenario(t *testing.T, scalarMax bool) []int {
 		}
 	}
 	run := e.start(e.newReader("k", func(r *Reader) {
-		r.scalarMax = scalarMax
+		r.rules.scalarMax = scalarMax
 		r.publishHook = hook
 		r.onConfirm = func(l proto.LSN) { confirmed.Store(uint64(l)); statuses.Add(1) }
 	}))

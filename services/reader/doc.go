@@ -43,6 +43,7 @@
 //     bad value or size is not auto-resumed (delete its reader_halted row);
 //     keepalive positions are confirmed after a settle delay, a heuristic
 //     for a commit record still in decoding at the reported position.
-//   - SLUICE_UNSAFE_SCALAR_MAX_LSN=1 switches the prefix-complete rule off
-//     (logged as a WARN) for the end-to-end negative control.
+//   - The end-to-end negative controls switch safety rules off (rules.go)
+//     through environment switches that only a build with the
+//     sluice_unsafe tag reads (unsafe.go; each logged as a WARN).
 package reader

@@ -124,7 +124,7 @@ type running struct {
 
 func (e *env) newReader(holder string, tweak func(*Reader)) *Reader {
 	e.t.Helper()
-	r, err := New(e.cfg, Deps{JS: e.js, NC: e.nc, Log: e.logger().With("holder", holder), Metrics: prometheus.NewRegistry(), Holder: holder, Mem: e.alloc})
+	r, err := New(e.cfg, Deps{JS: e.js, Log: e.logger().With("holder", holder), Metrics: prometheus.NewRegistry(), Holder: holder, Mem: e.alloc})
 	if err != nil {
 		e.t.Fatal(err)
 	}

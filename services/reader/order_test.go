@@ -56,7 +56,7 @@ func orderScenario(t *testing.T, unchained bool) (reordered bool) {
 			}
 		}
 	}
-	run := e.start(e.newReader("a", func(r *Reader) { r.publishHook = hook; r.unchained = unchained }))
+	run := e.start(e.newReader("a", func(r *Reader) { r.publishHook = hook; r.rules.unchained = unchained }))
 	waitStreaming(t, run)
 	e.exec(`INSERT INTO items SELECT 't', g, 'v' FROM generate_series(1, 8) g`)
 	rows := waitRows(t, e, 8)

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -37,7 +36,6 @@ import (
 // Deps are what the reader needs from its process.
 type Deps struct {
 	JS      jetstream.JetStream
-	NC      *nats.Conn
 	Log     *slog.Logger
 	Metrics prometheus.Registerer
 	// State is the pool of the state database (leases, backfill and halt
@@ -65,12 +63,12 @@ type Reader struct {
 	lease state.Lease
 	held  bool
 
+	rules rules // every rule on unless a sluice_unsafe build's switch is set
+
 	// test knobs (unexported; the tests in this package flip them)
-	scalarMax   bool
 	publishHook func(capture.PublishFunc) capture.PublishFunc
 	onConfirm   func(proto.LSN)
 	noRelease   bool          // a "killed" reader leaves its lease to expire
-	unchained   bool          // no Nats-Expected-Last-Msg-Id chain
 	noFetchWait bool          // TOAST reads do not wait for the change to be visible
 	pollEvery   time.Duration // the retained-WAL and dropped-table poll (default 10s)
 }
@@ -121,29 +119,9 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 	}
 	r := &Reader{cfg: cfg, deps: deps, log: deps.Log.With("service", "reader", "slot", cfg.Source.Slot),
 		metrics: capture.NewMetrics(deps.Metrics), state: capture.NewState(), holder: holder}
-	if os.Getenv(UnsafeScalarMaxEnv) == "1" {
-		// The end-to-end negative control: the crash soak must catch the loss.
-		r.scalarMax = true
-		r.log.Warn(UnsafeScalarMaxEnv + "=1: the reader confirms max(acked) instead of the prefix-complete LSN and WILL lose changes; for negative-control tests only")
-	}
-	if os.Getenv(UnsafeUnchainedEnv) == "1" {
-		// With the chain, a publish after a lost one fails too, so acks
-		// resolve in order and scalar-max confirms no more than the
-		// prefix: the end-to-end control of rule 2 switches both off.
-		r.unchained = true
-		r.log.Warn(UnsafeUnchainedEnv + "=1: the reader publishes without the Nats-Expected-Last-Msg-Id chain; for negative-control tests only")
-	}
+	r.rules = unsafeRules(r.log)
 	return r, nil
 }
-
-// UnsafeUnchainedEnv, set to 1, switches the publish chain off (the
-// ordering guard that keeps acks in order): with UnsafeScalarMaxEnv, the
-// end-to-end negative control of rule 2.
-const UnsafeUnchainedEnv = "SLUICE_UNSAFE_UNCHAINED"
-
-// UnsafeScalarMaxEnv, set to 1, switches the prefix-complete confirmed LSN
-// off (confirm max(acked) instead): the end-to-end negative control.
-const UnsafeScalarMaxEnv = "SLUICE_UNSAFE_SCALAR_MAX_LSN"
 
 // Status reports the reader's state.
 func (r *Reader) Status() Status {
@@ -417,7 +395,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		},
 		Publish: r.deps.JS.PublishMsgAsync, Log: r.log, Metrics: r.metrics,
 		Tracer: otel.Tracer("github.com/sluice-cdc/sluice/services/reader"), State: r.state,
-		ScalarMaxForTest: r.scalarMax, UnchainedForTest: r.unchained, OnConfirm: r.onConfirm,
+		ScalarMaxForTest: r.rules.scalarMax, UnchainedForTest: r.rules.unchained, OnConfirm: r.onConfirm,
 	}
 	if r.publishHook != nil {
 		opts.Publish = r.publishHook(opts.Publish)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -42,7 +41,6 @@ var ErrNoJetStream = errors.New("router needs a JetStream context")
 // Deps is what the router needs from its process.
 type Deps struct {
 	JS      jetstream.JetStream
-	NC      *nats.Conn // optional; the router uses JS
 	Log     *slog.Logger
 	Metrics prometheus.Registerer // nil: metrics are not exported
 	// Pool is the state database (schema state.schema), optional: with it

@@ -347,7 +347,7 @@ func runRouter(t *testing.T, r *Router) (stop func()) {
 func TestRouteEndToEnd(t *testing.T) {
 	e := startEnv(t)
 	reg := prometheus.NewRegistry()
-	r, err := New(e.cfg, Deps{JS: e.js, NC: e.nc, Log: quiet, Metrics: reg})
+	r, err := New(e.cfg, Deps{JS: e.js, Log: quiet, Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func crashMidBatch(t *testing.T, unsafeAckFirst bool) []string {
 			}
 			return nil
 		}
-		r, err := newRouter(e.cfg, Deps{JS: js, NC: nc, Log: quiet}, o)
+		r, err := newRouter(e.cfg, Deps{JS: js, Log: quiet}, o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,82 +68,57 @@ func cpuTime() time.Duration {
 
 // BenchmarkPublish publishes one snapshot per iteration on a fresh catalog,
 // each admitting one new (really indexed) pack, and reports p50 and p99
-// (the lease renewal included: every publish renews). In the same loop it
-// publishes on a second catalog (its own database on the same engine) with
-// the schema version 2 path (four statements: renewal, manifest, watermark,
-// read-back), alternating, so the two share the machine's load, and
-// reports that baseline's p50/p99 and the ratio of the p50s, and both
-// paths' process CPU time per publish (cpu-p50-ms: steadier than wall time
-// on a shared machine; it includes the engine's background merges). With
-// -v it logs each path's per-statement breakdown.
+// (the lease renewal included: every publish renews) and the process CPU
+// time per publish (cpu-p50-ms: steadier than wall time on a shared
+// machine; it includes the engine's background merges). With -v it logs
+// the per-statement breakdown.
 //
 //	go test -run '^$' -bench 'Publish$' -benchtime 20x -count 3 ./shared/catalog/
 func BenchmarkPublish(b *testing.B) {
-	type path struct {
-		conn  *timedConn
-		c     *catalog.Catalog
-		store packstore.Store
-		metas []packstore.PackMeta
-		l     catalog.Lease
-		lat   []time.Duration
-		cpu   []time.Duration // process CPU time during the publish
+	conn := &timedConn{Conn: chtest.Conn(b)}
+	c := catalog.New(conn, catalog.Options{Prefix: "sluice"})
+	if err := c.EnsureSchema(b.Context()); err != nil {
+		b.Fatal(err)
 	}
-	setup := func(legacy bool) *path {
-		p := &path{conn: &timedConn{Conn: chtest.Conn(b)}}
-		p.c = catalog.New(p.conn, catalog.Options{Prefix: "sluice"})
-		catalog.SetLegacyPublish(p.c, legacy)
-		if err := p.c.EnsureSchema(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-		p.store = openStore(b, "s1")
-		for i := range b.N {
-			p.metas = append(p.metas, catalogtest.Write(b, p.store, catalogtest.Items, "shop1", fmt.Sprintf("p%d", i), benchRows("shop1", i, 1, uint64(i+1))))
-		}
-		var err error
-		if p.l, err = p.c.AcquireLease(b.Context(), "bench", time.Minute); err != nil {
-			b.Fatal(err)
-		}
-		return p
+	store := openStore(b, "s1")
+	var metas []packstore.PackMeta
+	for i := range b.N {
+		metas = append(metas, catalogtest.Write(b, store, catalogtest.Items, "shop1", fmt.Sprintf("p%d", i), benchRows("shop1", i, 1, uint64(i+1))))
 	}
-	cur, old := setup(false), setup(true)
+	l, err := c.AcquireLease(b.Context(), "bench", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lat, cpu []time.Duration // cpu: process CPU time during the publish
 	b.ResetTimer()
 	for i := range b.N {
-		for _, p := range []*path{cur, old} {
-			b.StopTimer()
-			index(b, p.c, p.store, p.metas[i])
-			p.conn.reset()
-			b.StartTimer()
-			t0, c0 := time.Now(), cpuTime()
-			res, err := p.c.Publish(b.Context(), p.l, time.Minute, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			d, cpu := time.Since(t0), cpuTime()-c0
-			b.StopTimer()
-			p.lat = append(p.lat, d)
-			p.cpu = append(p.cpu, cpu)
-			p.l = res.Lease
-			if res.Snapshot.NewPacks != 1 {
-				b.Fatalf("publish %d admitted %d packs, want 1", i, res.Snapshot.NewPacks)
-			}
-			p.conn.fold()
-			b.StartTimer()
+		b.StopTimer()
+		index(b, c, store, metas[i])
+		conn.reset()
+		b.StartTimer()
+		t0, c0 := time.Now(), cpuTime()
+		res, err := c.Publish(b.Context(), l, time.Minute, 0)
+		if err != nil {
+			b.Fatal(err)
 		}
+		d, dc := time.Since(t0), cpuTime()-c0
+		b.StopTimer()
+		lat = append(lat, d)
+		cpu = append(cpu, dc)
+		l = res.Lease
+		if res.Snapshot.NewPacks != 1 {
+			b.Fatalf("publish %d admitted %d packs, want 1", i, res.Snapshot.NewPacks)
+		}
+		conn.fold()
+		b.StartTimer()
 	}
 	b.StopTimer()
-	p50, p99 := pct(cur.lat)
-	o50, o99 := pct(old.lat)
+	p50, p99 := pct(lat)
 	b.ReportMetric(p50, "p50-ms")
 	b.ReportMetric(p99, "p99-ms")
-	b.ReportMetric(o50, "v2-p50-ms")
-	b.ReportMetric(o99, "v2-p99-ms")
-	b.ReportMetric(p50/o50, "p50-ratio")
-	c50, _ := pct(cur.cpu)
-	oc50, _ := pct(old.cpu)
+	c50, _ := pct(cpu)
 	b.ReportMetric(c50, "cpu-p50-ms")
-	b.ReportMetric(oc50, "v2-cpu-p50-ms")
-	b.ReportMetric(c50/oc50, "cpu-ratio")
-	b.Logf("statements of the measured publishes (schema 3):\n%s(schema 2, four statements):\n%s", cur.conn.totals(), old.conn.totals())
+	b.Logf("statements of the measured publishes:\n%s", conn.totals())
 }
 
 // BenchmarkReadPage reads a 1,000-row page from the middle of a 100,000-row
@@ -312,8 +287,6 @@ func seedInventory(b *testing.B, conn catalog.Conn, from, n int) {
 // (-publish-history); each admits packsPerPublish new packs.
 var (
 	benchHistory = flag.Int("publish-history", 1000, "publishes before the measured ones in BenchmarkPublishHistory")
-	benchSlack   = flag.Duration("publish-slack", time.Second, "clock window slack of the legacy publish in BenchmarkPublishHistory (schema 2 and 3 production: 30s at a 1s interval)")
-	benchLegacy  = flag.Bool("publish-legacy", false, "BenchmarkPublishHistory on the schema version 2 publish (four statements), the baseline")
 )
 
 // BenchmarkPublishHistory publishes on a realistic catalog: 5,000 packs
@@ -322,19 +295,13 @@ var (
 // included). It reports p50/p99 of the first 50 publishes (start) and of
 // the measured ones (after the history), Pending() before each measured
 // publish, the floor (SELECT 1) and, with -v, the per-statement breakdown
-// and the active parts. The bench publishes back to back, tens of times
-// faster than the one-second production interval, so the legacy publish's
-// clock window slack is scaled down (-publish-slack) to span a similar
-// number of publishes (the current publish admits by block number and has
-// no slack).
+// and the active parts.
 func BenchmarkPublishHistory(b *testing.B) {
 	tc := &timedConn{Conn: chtest.Conn(b)}
 	c := catalog.New(tc, catalog.Options{Prefix: "sluice"})
-	catalog.SetLegacyPublish(c, *benchLegacy)
 	if err := c.EnsureSchema(b.Context()); err != nil {
 		b.Fatal(err)
 	}
-	catalog.SetPublishSlack(c, *benchSlack)
 	ctx := b.Context()
 	const initial, perPublish = 5000, 10
 	seedInventory(b, tc, 0, initial)

@@ -1,6 +1,10 @@
 package catalog
 
-import "context"
+import (
+	"context"
+
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
+)
 
 // Conn is one connection to the ClickHouse engine: the embedded chDB engine
 // or a ClickHouse server. Every catalog statement is plain SQL that both
@@ -15,14 +19,14 @@ type Conn interface {
 	Close() error
 }
 
-// Result is a query's rows. Values are normalized across backends:
-// NULL -> nil; every signed integer -> int64; every unsigned -> uint64;
-// Float32/Float64 -> float64 (NaN and ±Inf kept); String, FixedString, UUID,
-// Decimal, Enum -> string; Bool -> bool; Array(T) -> []any of normalized
-// elements; DateTime/DateTime64/Date/Date32 -> int64 (seconds, ticks of the
-// column's precision, days — the catalog stores times as integers anyway).
-type Result struct {
-	Columns []string
-	Types   []string // ClickHouse type names, e.g. Nullable(Int64)
-	Rows    [][]any
-}
+// Result, Exception and ErrClosed are the engine layer's (package chdb):
+// both backends return them, so a caller reads one type whichever it runs on.
+type (
+	Result    = chdb.Result
+	Exception = chdb.Exception
+)
+
+// ErrClosed is returned by a closed connection on either backend.
+var ErrClosed = chdb.ErrClosed
+
+var _ Conn = (*chdb.Conn)(nil)

@@ -19,11 +19,9 @@
 //     SELECT whose single WHERE subquery checks, on the server's clock, that
 //     the caller's lease is the live head and that the version is above
 //     every published one;
-//   - change a published snapshot: membership is the set of manifest rows
-//     paired by (version, publish_id) with a watermark row -- since schema
-//     version 3 the members are an array in the watermark row itself, so
-//     the pair is written by one INSERT of one row (one part) or not at all
-//     -- and a version can only be published above the current head;
+//   - change a published snapshot: its members are an array in its
+//     watermark row, written by one INSERT of one row (one part) or not at
+//     all, and a version can only be published above the current head;
 //   - record a pack in the inventory before its rows are durable: the
 //     inventory row is written last, so a crash re-indexes rather than
 //     skips;
@@ -38,20 +36,19 @@
 //	p_schema_version     the stamp, written LAST by EnsureSchema
 //	p_tables             registry: per table and schema fingerprint, columns (kind, pg type), primary key
 //	p_packs              pack inventory, one row per indexed (store_id, pack_id, destination):
-//	                     one per pack, one per destination a segment holds (schema
-//	                     version 5), with persisted block numbers (version 4)
+//	                     one per pack, one per destination a segment holds, with
+//	                     persisted block numbers
 //	p_watermark          one row per published snapshot (version, publish_id, through_lsn, ...)
 //	                     and its members: the packs it admitted, (store_id, pack_id,
-//	                     destination, table) in an array (schema version 3), and the
-//	                     inventory high-water it proved (inventory_block, version 4)
+//	                     destination, table) in an array, and the inventory
+//	                     high-water it proved (inventory_block)
 //	p_manifest           view: one row per member (version, publish_id, store_id, pack_id, ...)
 //	p_publisher_lease    append-only publisher lease (term, lease_id, holder, expiry) and the
 //	                     sole-claimant version claims (version, claim_id) a publish's renewal
-//	                     carries; in memory, its newest rows only (schema version 2)
+//	                     carries; in memory, its newest rows only
 //	p_snapshots          view: published snapshots with their cumulative member count
 //	                     ((pack, destination) rows)
 //	p_version_floor      the highest version published before each rebuild; never dropped
-//	                     (schema version 4)
 //	p_rows.<schema.table>    per captured table: the rows of every destination
 //	p_latest.<schema.table>  view: that table as of the latest published snapshot
 //
@@ -98,14 +95,10 @@
 //     cumulative pack count, so a publish alone at its version reads
 //     nothing else; a lost version or a conflict also reads the lease
 //     head. Every publish renews the lease, at no extra statement: the
-//     renewal row is the version claim. Schema version 2 wrote the manifest
-//     and the watermark by two statements (four in all, kept for the A/B
-//     benchmark behind the legacyPublish knob, publish_legacy.go). Measured
-//     in one process, alternating (BenchmarkPublish -count 3, three batches,
-//     load 7-26): process CPU per publish 20.4-26.1 ms against 30.1-42.4 ms
-//     (x0.61-0.71, steady), wall p50 22.8-38.2 ms against 35.6-59.7 ms
-//     (x0.45-0.75, noisy); after 1,000 publishes (BenchmarkPublishHistory)
-//     CPU 33.9 against 47.7 ms.
+//     renewal row is the version claim. Process CPU per publish 20.4-26.1
+//     ms, wall p50 22.8-38.2 ms (BenchmarkPublish -count 3, load 7-26);
+//     33.9 ms CPU after 1,000 publishes (BenchmarkPublishHistory). Each
+//     schema version and what it changed: docs/adr/0019-catalog-schema.md.
 //   - Floors on chDB (BenchmarkPublishFloor, interleaved, load 1-8; wall
 //     p50): SELECT 1 0.6-0.8 ms; a one-row INSERT into Memory about 1 ms,
 //     into MergeTree 2.5-3.3 ms (compact part; fsync off is the default,
@@ -145,12 +138,10 @@
 //     allocates a block number under the parts lock as the part becomes
 //     visible, so one statement's read sees every row up to the highest
 //     block it reads: the recorded high-water is that block (a capped
-//     publish keeps the previous one). Schema version 3 admitted by a
-//     clock window (rows stamped after the last publish minus 30 s) and
-//     claimed through_lsn past a row that became visible later than that
-//     after its stamp; the window survives as the clockWindow test knob
-//     (TestStalledIndexerNegativeControl) and in the legacy publish. The
-//     high-water needs the inventory append-only: a delete that removed
+//     publish keeps the previous one). The clockWindow test knob admits by
+//     a clock window instead (rows stamped after the last publish minus
+//     30 s), the negative control (TestStalledIndexerNegativeControl;
+//     docs/adr/0020-publish-window-and-frontier.md). The high-water needs the inventory append-only: a delete that removed
 //     the parts of its newest blocks would let the engine hand those
 //     numbers out again after a restart.
 //   - Rows INSERTs run with max_insert_threads = 2 and optimize_on_insert =

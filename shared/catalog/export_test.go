@@ -1,7 +1,5 @@
 package catalog
 
-import "time"
-
 // Test knobs for the external test package.
 
 // SetNoFence removes the lease fence and the version barrier from the
@@ -24,16 +22,6 @@ func SetClockWindow(c *Catalog, on bool) { c.clockWindow = on }
 // SetNoStaging makes Index read every pack in place, never through a
 // staging file (the baseline of BenchmarkIndexSmallPacks).
 func SetNoStaging(c *Catalog, off bool) { c.noStaging = off }
-
-// SetPublishSlack sets the legacy clock window's slack (benchmarks that publish
-// far faster than the one-second production interval scale it down, so the
-// window spans as many publishes as in production).
-func SetPublishSlack(c *Catalog, d time.Duration) { c.slack = d }
-
-// SetLegacyPublish makes a catalog handle create the schema version 2
-// membership tables and publish with their four statements (the baseline
-// of the A/B benchmark). Set it before EnsureSchema.
-func SetLegacyPublish(c *Catalog, on bool) { c.legacyPublish = on }
 
 // SetPublishCap lowers the packs one publish admits (tests); it returns a
 // restore func.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
 	"github.com/sluice-cdc/sluice/shared/config"
 )
 
@@ -15,7 +16,7 @@ import (
 func Open(ctx context.Context, cfg config.Catalog, dataDir string) (Conn, error) {
 	switch cfg.URL {
 	case "", "embedded":
-		c, err := OpenChDB(filepath.Join(dataDir, "catalog"))
+		c, err := chdb.Open(filepath.Join(dataDir, "catalog"))
 		if err != nil {
 			return nil, fmt.Errorf("opening embedded catalog: %w", err)
 		}

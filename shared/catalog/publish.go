@@ -307,9 +307,6 @@ var publishCap = 1_000_000
 // again); a version published twice returns ErrPublishConflict. The first
 // publish of a handle also reads the highest version (one query).
 func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, through proto.LSN) (PublishResult, error) {
-	if c.legacyPublish {
-		return c.publishLegacy(ctx, l, ttl, through)
-	}
 	wt, pt := ident(c.n.watermark()), ident(c.n.packs())
 	for attempt := 1; attempt <= 8; attempt++ {
 		v, err := c.nextVersion(ctx, attempt)
@@ -366,9 +363,6 @@ func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, throu
 // alone at its version needs one query (the watermark); anything else also
 // reads the lease head.
 func (c *Catalog) settle(ctx context.Context, l Lease, v uint64, pid string, full bool, attempt int) (PublishResult, bool, error) {
-	if c.legacyPublish {
-		return c.settleLegacy(ctx, l, v, pid, full, attempt)
-	}
 	mine, foreign, snap, lease, err := c.readBack(ctx, v, pid)
 	if err != nil {
 		return PublishResult{Lease: l}, true, err
@@ -463,9 +457,6 @@ func (c *Catalog) readLease(ctx context.Context, v uint64) (head []Lease, now ti
 func (c *Catalog) Pending(ctx context.Context) (uint64, error) {
 	window, fresh, _ := c.unpublished("hw")
 	with := "WITH " + c.inventoryHW() + " AS hw "
-	if c.legacyPublish {
-		with = "" // the version 2 watermark records no high-water
-	}
 	q := fmt.Sprintf("%sSELECT count(DISTINCT store_id, pack_id, destination) FROM %s WHERE %s AND %s", with, ident(c.n.packs()), window, fresh) + tiny
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
@@ -513,19 +504,13 @@ func (c *Catalog) inventoryHW() string {
 // bounds the rows read, fresh checks them against the memberships; full
 // reports a full sweep (every pack against every membership).
 func (c *Catalog) unpublished(hw string) (window, fresh string, full bool) {
-	mt, wt := ident(c.n.manifest()), ident(c.n.watermark())
+	wt := ident(c.n.watermark())
 	c.pubMu.Lock()
 	last := c.lastPubAt
 	c.pubMu.Unlock()
-	clock := c.clockWindow || c.legacyPublish
+	clock := c.clockWindow
 	full = c.noWindow || (clock && last == 0)
 	slack := publishSlack.Microseconds()
-	if c.slack > 0 {
-		slack = c.slack.Microseconds()
-	}
-	if c.legacyPublish {
-		return "1", legacyUnpublished(mt, wt, full, last, slack), full
-	}
 	// Members are read straight from the watermark rows that hold them
 	// (the manifest view is the same ARRAY JOIN).
 	switch {
@@ -540,7 +525,7 @@ func (c *Catalog) unpublished(hw string) (window, fresh string, full bool) {
 }
 
 // publishedAt records a successful publish: its server-clock time anchors the
-// clock window of the legacy publish and of the clockWindow knob.
+// clock window of the clockWindow knob.
 func (c *Catalog) publishedAt(s Snapshot, _ bool) {
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()

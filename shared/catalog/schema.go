@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -57,10 +56,6 @@ type Catalog struct {
 	// statements (the wedge test).
 	noFence          bool
 	beforeStatements func()
-	// legacyPublish creates the schema version 2 membership (a manifest
-	// table beside the watermark) and publishes with its four statements
-	// (publish_legacy.go): the baseline of the A/B benchmark.
-	legacyPublish bool
 	// capAdvances lets a publish that hit publishCap claim the caller's
 	// through_lsn anyway (negative control of TestPublishCapHoldsFrontier).
 	capAdvances bool
@@ -72,7 +67,7 @@ type Catalog struct {
 	pubKnown bool
 	pubTop   uint64
 	versions map[uint64]bool // published versions seen by reads
-	// The clock window of the legacy publish and of the clockWindow test
+	// The clock window of the clockWindow test
 	// knob (publish.go): the server-clock time of the last publish this
 	// handle made (microseconds, 0 = none yet). Test knobs: noWindow makes
 	// every publish a full sweep; clockWindow admits by the clock window
@@ -80,7 +75,6 @@ type Catalog struct {
 	lastPubAt   int64
 	noWindow    bool
 	clockWindow bool
-	slack       time.Duration // overrides publishSlack when > 0 (benchmarks)
 	// memberCache holds membership predicates of published versions (see
 	// members); bounded, cleared when full.
 	memberCache map[memberKey]string
@@ -380,9 +374,6 @@ func (c *Catalog) create(ctx context.Context) error {
 			ENGINE = Memory SETTINGS max_rows_to_keep = ` + strconv.Itoa(leaseRowsKept),
 		"CREATE OR REPLACE VIEW " + ident(n.snapshots()) + " AS " + c.snapshotsSQL(),
 		versionFloorDDL(n),
-	}
-	if c.legacyPublish {
-		ddl = legacyDDL(n, ddl)
 	}
 	for _, q := range ddl {
 		if err := c.conn.Exec(ctx, q); err != nil {

@@ -9,11 +9,13 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
 	"github.com/sluice-cdc/sluice/shared/config"
 )
 
@@ -132,7 +134,7 @@ func (s *Server) Query(ctx context.Context, query string) (*Result, error) {
 		}
 		row := make([]any, len(cts))
 		for i := range dest {
-			row[i] = normalize(reflect.ValueOf(dest[i]).Elem().Interface(), res.Types[i])
+			row[i] = chdb.Normalize(reflect.ValueOf(dest[i]).Elem().Interface(), res.Types[i])
 		}
 		res.Rows = append(res.Rows, row)
 	}
@@ -160,4 +162,13 @@ func redactURL(raw string) string {
 		return "(unparseable url)"
 	}
 	return u.Redacted()
+}
+
+// abbrev shortens a statement for an error message.
+func abbrev(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > 80 {
+		return q[:77] + "..."
+	}
+	return q
 }

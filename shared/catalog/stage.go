@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 )
 
@@ -51,7 +52,7 @@ func (c *Catalog) stagingDir() string {
 	if c.noStaging {
 		return ""
 	}
-	ch, ok := c.conn.(*ChDB)
+	ch, ok := c.conn.(*chdb.Conn)
 	if !ok {
 		return ""
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
 	"github.com/sluice-cdc/sluice/shared/catalog/chdbhttp"
 	"github.com/sluice-cdc/sluice/shared/config"
 )
@@ -25,7 +26,7 @@ const EnvServerURL = "SLUICE_TEST_CLICKHOUSE_URL"
 
 var (
 	engineOnce sync.Once
-	engine     *catalog.ChDB
+	engine     *chdb.Conn
 	engineDir  string
 	engineErr  error
 
@@ -37,14 +38,14 @@ var (
 
 // Engine returns the test binary's chDB engine, started on first use under a
 // temporary directory (removed by Main).
-func Engine(t testing.TB) *catalog.ChDB {
+func Engine(t testing.TB) *chdb.Conn {
 	t.Helper()
 	engineOnce.Do(func() {
 		engineDir, engineErr = os.MkdirTemp("", fmt.Sprintf("sluice-chtest-%d-", os.Getpid()))
 		if engineErr != nil {
 			return
 		}
-		engine, engineErr = catalog.OpenChDB(filepath.Join(engineDir, "catalog"))
+		engine, engineErr = chdb.Open(filepath.Join(engineDir, "catalog"))
 	})
 	if engineErr != nil {
 		t.Fatalf("chtest: starting chDB: %v", engineErr)
@@ -106,7 +107,7 @@ func Conn(t testing.TB) catalog.Conn {
 }
 
 // ConnDB is Conn, also returning the database name.
-func ConnDB(t testing.TB) (*catalog.ChDB, string) {
+func ConnDB(t testing.TB) (*chdb.Conn, string) {
 	t.Helper()
 	db := Database(t)
 	c := Engine(t).Database(db)

@@ -1,9 +1,9 @@
 package natsx
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 // Outcomes counted by sluice_consume_messages_total.
@@ -40,22 +40,10 @@ func newConsumeMetrics(reg prometheus.Registerer) *consumeMetrics {
 	if reg == nil {
 		return m
 	}
-	m.messages = register(reg, m.messages)
-	m.duration = register(reg, m.duration)
-	m.fetchErrors = register(reg, m.fetchErrors)
+	// Several consume loops share one registry: each gets the registered
+	// collectors.
+	m.messages = telemetry.MustRegister(reg, m.messages)
+	m.duration = telemetry.MustRegister(reg, m.duration)
+	m.fetchErrors = telemetry.MustRegister(reg, m.fetchErrors)
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same name (several consume loops share one registry).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }

@@ -13,12 +13,10 @@ import (
 	"github.com/sluice-cdc/sluice/shared/config"
 )
 
-// Build constructs a service's component on an open stack.
-type Build func(cfg config.Config, st *Stack) (Component, error)
-
 // Main is the whole of a service binary's main: flags, config, signals, the
 // stack, the component and its status endpoint. It returns the exit code.
-func Main(service string, needs Needs, build Build) int {
+func Main(spec Spec) int {
+	service := spec.Name
 	fs := flag.NewFlagSet(service, flag.ContinueOnError)
 	path := fs.String("config", "./sluice.yaml", "config file (YAML); every key can be overridden by SLUICE_<SECTION>_<KEY>")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -31,7 +29,7 @@ func Main(service string, needs Needs, build Build) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := Run(ctx, cfg, service, needs, build); err != nil {
+	if err := Run(ctx, cfg, spec); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", service, err)
 		return 1
 	}
@@ -39,13 +37,17 @@ func Main(service string, needs Needs, build Build) int {
 }
 
 // Run opens the stack, builds one service and serves it until ctx ends.
-func Run(ctx context.Context, cfg config.Config, service string, needs Needs, build Build) error {
-	st, err := Open(ctx, cfg, service, needs)
+func Run(ctx context.Context, cfg config.Config, spec Spec) error {
+	service := spec.Name
+	st, err := Open(ctx, cfg, service, spec.Needs)
 	if err != nil {
 		return err
 	}
 	defer st.Close(context.Background())
-	c, err := build(cfg, st)
+	if spec.Alone != nil {
+		spec.Alone(cfg, st.Log)
+	}
+	c, err := spec.Build(cfg, st, Own{JS: st.JS, Log: st.Log})
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", service, err)
 	}

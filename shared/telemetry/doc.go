@@ -2,7 +2,8 @@
 // the slog logger (JSON or text to stdout, with trace_id, span_id,
 // destination and table copied from the context into every record), the
 // OpenTelemetry tracer provider and W3C propagator, and the Prometheus
-// registry with Go and process collectors.
+// registry with Go and process collectors, and MustRegister, the one way a
+// component registers its metrics (a duplicate shares the registered one).
 //
 // telemetry must never register on the global Prometheus registry, never
 // log a configuration value that may hold a secret, and never fail a service

@@ -8,7 +8,7 @@
 //
 // Tests (all skip with -short):
 //   - TestContractOneProcess: the contract smoke (../shared/tools/contract-smoke) in Go.
-//   - TestOracleOneProcess / TestOracleMultiProcess: the shared/workload
+//   - TestOracleOneProcess / TestOracleMultiProcess: the test/workload
 //     generator (4 table shapes, skewed tenants, moves, re-inserts, a large
 //     transaction, TOAST, an added column) populated before start
 //     (backfill) and run live; then the oracle. Multi-process: a real

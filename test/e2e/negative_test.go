@@ -13,13 +13,13 @@ import (
 // off through an environment switch the services read at start-up, and
 // pass only when the oracle catches the damage. They are slow and, being
 // about races, probabilistic: they run only with SLUICE_NEGATIVE=1
-// (e.g. `SLUICE_NEGATIVE=1 SLUICE_SOAK_DURATION=2m go test -run Negative
+// (e.g. `SLUICE_NEGATIVE=1 SLUICE_SOAK_DURATION=2m go test -tags sluice_unsafe -run Negative
 // ./test/e2e/`), and skip when the service does not acknowledge the switch
 // in its log (the hook is not wired).
 //
 // Hooks (services/*; each logs one WARN line naming the variable when it
 // is set, which is how these tests know the hook is live):
-//   - SLUICE_UNSAFE_SCALAR_MAX_LSN=1: reader.New sets r.scalarMax (the
+//   - SLUICE_UNSAFE_SCALAR_MAX_LSN=1: reader.New sets r.rules.scalarMax (the
 //     reader confirms max(acked through) instead of the prefix-complete
 //     LSN); SLUICE_UNSAFE_UNCHAINED=1 switches the publish chain off.
 //     Used by TestNegativeReaderScalarMaxLSN (readerloss_test.go).

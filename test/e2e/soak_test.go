@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluice-cdc/sluice/shared/workload"
 	"github.com/sluice-cdc/sluice/test/kit"
+	"github.com/sluice-cdc/sluice/test/workload"
 )
 
 // soakDuration is SLUICE_SOAK_DURATION (make soak), else the short soak of

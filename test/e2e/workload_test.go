@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-cdc/sluice/shared/pgtest"
-	"github.com/sluice-cdc/sluice/shared/workload"
 	"github.com/sluice-cdc/sluice/test/kit"
+	"github.com/sluice-cdc/sluice/test/workload"
 )
 
 // mode builds a pipeline over src in dir.

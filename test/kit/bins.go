@@ -32,7 +32,7 @@ func SluiceBin() (string, error) {
 		}
 		tmpDirs = append(tmpDirs, dir)
 		sluicePath = filepath.Join(dir, "sluice")
-		out, err := exec.Command("go", "build", "-o", sluicePath, "github.com/sluice-cdc/sluice/services/sluice").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags="+buildTags(), "-o", sluicePath, "github.com/sluice-cdc/sluice/services/sluice").CombinedOutput()
 		if err != nil {
 			sluiceErr = fmt.Errorf("building sluice: %v\n%s", err, out)
 		}
@@ -54,6 +54,19 @@ func CacheDir() string {
 		home = os.TempDir()
 	}
 	return filepath.Join(home, ".cache", "sluice", "bin")
+}
+
+// buildTags are the build tags of the running test binary (sluice_unsafe
+// for the negative controls): the sluice binary is built with the same.
+func buildTags() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" {
+				return s.Value
+			}
+		}
+	}
+	return ""
 }
 
 func moduleVersion(path string) string {

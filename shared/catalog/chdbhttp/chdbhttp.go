@@ -23,7 +23,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 	"github.com/google/uuid"
 
-	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
 	"github.com/sluice-cdc/sluice/shared/httpx"
 )
 
@@ -51,7 +51,7 @@ type Options struct {
 
 // Handler is the HTTP interface over one chDB engine.
 type Handler struct {
-	eng   *catalog.ChDB
+	eng   *chdb.Conn
 	opts  Options
 	entry http.Handler // the Host guard (no credentials) or serveHTTP
 }
@@ -60,7 +60,7 @@ type Handler struct {
 // InsecureNoAuth) it answers only requests that reached a loopback address
 // and name it by a loopback Host (httpx.HostGuard), so a web page cannot
 // reach it by DNS rebinding.
-func New(eng *catalog.ChDB, opts Options) *Handler {
+func New(eng *chdb.Conn, opts Options) *Handler {
 	if opts.MaxQueryBytes <= 0 {
 		opts.MaxQueryBytes = 16 << 20
 	}
@@ -212,7 +212,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	if m := formatClause.FindStringSubmatch(query); m != nil && !strings.HasPrefix(strings.ToUpper(strings.TrimSpace(query)), "INSERT") {
 		format, ownFormat = m[1], true
 	}
-	if len(settings) > 0 && (readonly || (catalog.IsSelect(query) && !ownFormat)) {
+	if len(settings) > 0 && (readonly || (chdb.IsSelect(query) && !ownFormat)) {
 		// Per-query settings ride on the statement; a SET would change the
 		// shared session for everybody. (A GET's statement is the engine's
 		// own rendering of one statement, so they end it whatever it is.)
@@ -228,7 +228,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	revision, _ := strconv.ParseUint(params.Get("client_protocol_version"), 10, 64)
 	compress := params.Get("compress") == "1"
 	if format == "Native" {
-		if len(out) == 0 && catalog.IsSelect(query) {
+		if len(out) == 0 && chdb.IsSelect(query) {
 			// A server names the columns of an empty result; so do we.
 			if out, err = h.emptyHeader(r, eng, query); err != nil {
 				return err
@@ -336,7 +336,7 @@ func (h *Handler) readQuery(r *http.Request, params map[string][]string) (string
 
 // emptyHeader encodes a zero-row Native block (revision 0) naming the
 // result's columns.
-func (h *Handler) emptyHeader(r *http.Request, eng *catalog.ChDB, query string) ([]byte, error) {
+func (h *Handler) emptyHeader(r *http.Request, eng *chdb.Conn, query string) ([]byte, error) {
 	names, types, err := eng.Header(r.Context(), query)
 	if err != nil || len(names) == 0 {
 		return nil, nil //nolint:nilerr // best effort: an empty body is what chDB gave
@@ -457,7 +457,7 @@ func quoteSetting(v string) string {
 
 // fromEngine maps an engine error to a ClickHouse-like HTTP error.
 func fromEngine(err error) *httpError {
-	var ex *catalog.Exception
+	var ex *chdb.Exception
 	if errors.As(err, &ex) {
 		msg := ex.Message
 		if !strings.HasPrefix(msg, "Code:") {
@@ -465,7 +465,7 @@ func fromEngine(err error) *httpError {
 		}
 		return &httpError{status: statusOf(ex.Code), code: ex.Code, msg: msg}
 	}
-	if errors.Is(err, catalog.ErrClosed) {
+	if errors.Is(err, chdb.ErrClosed) {
 		return &httpError{status: http.StatusServiceUnavailable, code: 0, msg: "Code: 0. DB::Exception: " + err.Error()}
 	}
 	return &httpError{status: http.StatusInternalServerError, code: 0, msg: "Code: 0. DB::Exception: " + err.Error()}

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
 )
 
 var (
@@ -35,7 +35,7 @@ var (
 // And one thing readonly = 1 does not cover: SELECT … INTO OUTFILE, which
 // the embedded engine (clickhouse-local) writes as a client would, is
 // refused in the rendering too.
-func readOnlyStatement(r *http.Request, eng *catalog.ChDB, query string) (string, error) {
+func readOnlyStatement(r *http.Request, eng *chdb.Conn, query string) (string, error) {
 	out, err := eng.QueryRaw(r.Context(), "SELECT formatQuery("+quoteString(query)+")", "RawBLOB")
 	if err != nil {
 		return "", err

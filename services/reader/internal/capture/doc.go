@@ -37,6 +37,12 @@
 // that is not a duplicate, and only then pipelines (the replayed prefix is
 // deduplicated by id).
 //
+// Files: stream.go is the session and its receive loop, handle.go the
+// dispatch of pgoutput messages, relation.go relation messages (schema
+// changes), halt.go halting a table, idle.go idle settling and ticks,
+// group.go batching, apply.go and generated.go unchanged-TOAST and
+// generated-column reads, pipeline.go and publish.go the publish pipeline.
+//
 // capture must never confirm an LSN before every message at or below it is
 // acked by JetStream, and never confirm what was merely received.
 package capture

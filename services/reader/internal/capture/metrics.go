@@ -2,6 +2,8 @@ package capture
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 // Metrics are the reader's Prometheus metrics.
@@ -27,35 +29,29 @@ type Metrics struct {
 	Splits         prometheus.Counter     // batches split because their encoding exceeded nats.max_payload
 }
 
-// NewMetrics creates and registers the metrics on reg (nil: unregistered).
+// NewMetrics creates and registers the metrics on reg (nil: unregistered;
+// a metric already registered there is shared, see telemetry.MustRegister).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Rows:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_rows_total", Help: "Rows published to CHANGES, by source table."}, []string{"table"}),
-		Bytes:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_bytes_total", Help: "Message body bytes published to CHANGES, by source table."}, []string{"table"}),
-		BatchRows:      prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_batch_rows", Help: "Rows per published batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
-		BatchBytes:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_batch_bytes", Help: "Body bytes per published batch.", Buckets: prometheus.ExponentialBuckets(256, 4, 9)}),
-		PublishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_publish_seconds", Help: "Publish latency until the JetStream ack.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
-		Messages:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_messages_total", Help: "Messages published to CHANGES, by kind (data, tick)."}, []string{"kind"}),
-		ConfirmedLSN:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_confirmed_lsn", Help: "The LSN confirmed to Postgres (prefix-complete)."}),
-		ServerLSN:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_server_lsn", Help: "The server's WAL end last reported on the replication stream."}),
-		LagBytes:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_lag_bytes", Help: "Server WAL end minus the confirmed LSN."}),
-		LagSeconds:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_lag_seconds", Help: "Age of the oldest commit not yet confirmed (0 when caught up)."}),
-		RetainedBytes:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_slot_retained_wal_bytes", Help: "WAL the slot retains: pg_current_wal_lsn() - restart_lsn."}),
-		Halted:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_reader_table_halted", Help: "1 for a source table whose changes are no longer published, by reason."}, []string{"table", "reason"}),
-		Restarts:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_session_restarts_total", Help: "Replication sessions ended by an error and restarted from the confirmed LSN."}),
-		BackfillRows:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_backfill_rows_total", Help: "Rows copied by the backfill, by table."}, []string{"table"}),
-		Blocked:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_inflight_full_total", Help: "Times the publish pipeline was full (reader.max_in_flight) for a status interval."}),
-		FetchWaits:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_toast_fetch_waits_total", Help: "Source reads of a moved row's unchanged TOAST values retried because the change's transaction was not yet visible to other sessions."}),
-		Claims:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claims_total", Help: "Values over reader.max_inline_value carried by reference through the pack store."}),
-		ClaimBytes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claim_bytes_total", Help: "Bytes of the values carried by reference."}),
-		Splits:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_batch_splits_total", Help: "Batches split in two because their encoding exceeded nats.max_payload."}),
-	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.Rows, m.Bytes, m.BatchRows, m.BatchBytes, m.PublishSeconds, m.Messages,
-			m.ConfirmedLSN, m.ServerLSN, m.LagBytes, m.LagSeconds, m.RetainedBytes, m.Halted, m.Restarts, m.BackfillRows, m.Blocked, m.FetchWaits,
-			m.Claims, m.ClaimBytes, m.Splits} {
-			reg.MustRegister(c)
-		}
+		Rows:           telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_rows_total", Help: "Rows published to CHANGES, by source table."}, []string{"table"})),
+		Bytes:          telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_bytes_total", Help: "Message body bytes published to CHANGES, by source table."}, []string{"table"})),
+		BatchRows:      telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_batch_rows", Help: "Rows per published batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)})),
+		BatchBytes:     telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_batch_bytes", Help: "Body bytes per published batch.", Buckets: prometheus.ExponentialBuckets(256, 4, 9)})),
+		PublishSeconds: telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_publish_seconds", Help: "Publish latency until the JetStream ack.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})),
+		Messages:       telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_messages_total", Help: "Messages published to CHANGES, by kind (data, tick)."}, []string{"kind"})),
+		ConfirmedLSN:   telemetry.MustRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_confirmed_lsn", Help: "The LSN confirmed to Postgres (prefix-complete)."})),
+		ServerLSN:      telemetry.MustRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_server_lsn", Help: "The server's WAL end last reported on the replication stream."})),
+		LagBytes:       telemetry.MustRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_lag_bytes", Help: "Server WAL end minus the confirmed LSN."})),
+		LagSeconds:     telemetry.MustRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_lag_seconds", Help: "Age of the oldest commit not yet confirmed (0 when caught up)."})),
+		RetainedBytes:  telemetry.MustRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_slot_retained_wal_bytes", Help: "WAL the slot retains: pg_current_wal_lsn() - restart_lsn."})),
+		Halted:         telemetry.MustRegister(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_reader_table_halted", Help: "1 for a source table whose changes are no longer published, by reason."}, []string{"table", "reason"})),
+		Restarts:       telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_session_restarts_total", Help: "Replication sessions ended by an error and restarted from the confirmed LSN."})),
+		BackfillRows:   telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_backfill_rows_total", Help: "Rows copied by the backfill, by table."}, []string{"table"})),
+		Blocked:        telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_inflight_full_total", Help: "Times the publish pipeline was full (reader.max_in_flight) for a status interval."})),
+		FetchWaits:     telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_toast_fetch_waits_total", Help: "Source reads of a moved row's unchanged TOAST values retried because the change's transaction was not yet visible to other sessions."})),
+		Claims:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claims_total", Help: "Values over reader.max_inline_value carried by reference through the pack store."})),
+		ClaimBytes:     telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claim_bytes_total", Help: "Bytes of the values carried by reference."})),
+		Splits:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_batch_splits_total", Help: "Batches split in two because their encoding exceeded nats.max_payload."})),
 	}
 	return m
 }

@@ -46,16 +46,15 @@
 // NOTES
 //   - Performance (BenchmarkSplit, 2 shared cores under load 8-20; CPU time
 //     of the process per op, steadier than wall time there): 1M rows x 10K
-//     destinations, wide int64, ~140-200 ms CPU against ~200-320 ms for the
-//     eager-slice, perm-based version it replaced, allocations 0.33 -> 0.03
-//     per row. Measured and rejected: moving a list<utf8> row's child
+//     destinations, wide int64, ~140-200 ms CPU, 0.03 allocations per row
+//     (the design it was chosen over: docs/adr/0021-router-split-pass.md). Measured and rejected: moving a list<utf8> row's child
 //     elements as ranges (one pass per row) was slower than the element-wise
 //     permutation (50 vs 41 ms CPU on the tags column: unpredictable
 //     branches per row); a [32]byte copy compiles to a memmove call (two
 //     [16]byte copies do not); 16-byte chunk copies up to 64 bytes (uuid
 //     routing values) and an arena of distinct keys for the utf8 hash table
 //     showed no gain over the noise (both memory-bound), so were left out.
-//   - Since then, measured with BenchmarkSplitAB (the baseline and the split of
+//   - Measured with BenchmarkSplitAB (the baseline and the split of
 //     the same batch alternately in one loop, so both see the same load;
 //     setBaseline switches the three changes below off):
 //   - Pooled buffers of 4 MiB or more ask for transparent huge pages

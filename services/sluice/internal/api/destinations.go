@@ -82,9 +82,8 @@ func (a *handler) flusherStatuses() []func() any {
 	return out
 }
 
-// flusherDestinations reads a flusher status: the flusher's own type
-// directly, anything else through its JSON form (the delivery.Status
-// shape).
+// flusherDestinations reads a flusher's status: the flusher's own type, as
+// its component returns it (flusher.Spec). Anything else is a wiring error.
 func flusherDestinations(v any) ([]flusher.DestinationStatus, error) {
 	switch s := v.(type) {
 	case flusher.Status:
@@ -95,17 +94,7 @@ func flusherDestinations(v any) ([]flusher.DestinationStatus, error) {
 		}
 		return s.Destinations, nil
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encoding flusher status: %w", err)
-	}
-	var s struct {
-		Destinations []flusher.DestinationStatus `json:"destinations"`
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("decoding flusher status: %w", err)
-	}
-	return s.Destinations, nil
+	return nil, fmt.Errorf("reading flusher status: %T is not a flusher.Status", v)
 }
 
 // parseBound reads a non-negative integer parameter.

@@ -56,16 +56,8 @@ func getDestinations(t *testing.T, a *handler, query string) (DestinationsPage, 
 func TestDestinationsPagingAndSearch(t *testing.T) {
 	const n = 10000
 	st := fakeFlusher(n)
-	asJSON, err := json.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var generic map[string]any // the same status read through its JSON form
-	if err := json.Unmarshal(asJSON, &generic); err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for name, status := range map[string]any{"typed": st, "json": generic} {
+	for name, status := range map[string]any{"value": st, "pointer": &st} {
 		t.Run(name, func(t *testing.T) {
 			a := &handler{d: Deps{Log: log, Statuses: map[string]func() any{
 				"flusher": func() any { return status },
@@ -228,5 +220,17 @@ func TestSummaryLeavesOutDestinations(t *testing.T) {
 	}
 	if len(s.Streams) == 0 {
 		t.Fatalf("no streams: %s", rec.Body)
+	}
+}
+
+// TestDestinationsRefuseUntypedStatus: a flusher entry whose status is not
+// the flusher's own type is a wiring error, reported, not decoded through
+// JSON into a guess.
+func TestDestinationsRefuseUntypedStatus(t *testing.T) {
+	a := &handler{d: Deps{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Statuses: map[string]func() any{
+		"flusher": func() any { return map[string]any{"destinations": []any{map[string]any{"destination": "d1"}}} },
+	}}}
+	if _, code, _ := getDestinations(t, a, ""); code != http.StatusInternalServerError {
+		t.Fatalf("untyped flusher status: code %d, want 500", code)
 	}
 }

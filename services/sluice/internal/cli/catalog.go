@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
 	"github.com/sluice-cdc/sluice/shared/catalog/chdbhttp"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/packstore"
@@ -83,7 +84,7 @@ func serveCatalog(cmd *cobra.Command, cfg config.Catalog, dataDir, listen string
 		_ = ln.Close()
 		return &exitError{2, err}
 	}
-	eng, err := catalog.OpenChDB(filepath.Join(dataDir, "catalog"))
+	eng, err := chdb.Open(filepath.Join(dataDir, "catalog"))
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("opening the embedded catalog: %w", err)

@@ -20,50 +20,50 @@ import (
 	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
-func buildComponents(ctx context.Context, cfg config.Config, st *stack.Stack, names []string) ([]stack.Component, error) {
+// specs is every service's assembly (services/<name>/component.go), the
+// same the service binaries build from.
+var specs = map[string]stack.Spec{
+	"reader":    reader.Spec,
+	"router":    router.Spec,
+	"flusher":   flusher.Spec,
+	"indexer":   indexer.Spec,
+	"publisher": publisher.Spec,
+}
+
+// specsOf returns the specs of names, in order.
+func specsOf(names []string) ([]stack.Spec, error) {
+	out := make([]stack.Spec, 0, len(names))
+	for _, n := range names {
+		s, ok := specs[n]
+		if !ok {
+			return nil, fmt.Errorf("unknown service %q", n)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// buildComponents builds the services of one process from their specs. A
+// service alone in its process gets its process-wide settings (Spec.Alone),
+// as its binary does.
+func buildComponents(ctx context.Context, cfg config.Config, st *stack.Stack, ss []stack.Spec) ([]stack.Component, error) {
 	var out []stack.Component
-	for _, name := range names {
-		var c stack.Component
+	for _, s := range ss {
 		// One NATS connection per service when a process hosts several
 		// (see stack.Connect).
-		nc, js := st.NC, st.JS
-		if len(names) > 1 {
-			var err error
-			if nc, js, err = st.Connect(ctx, name); err != nil {
+		own := stack.Own{JS: st.JS, Log: telemetry.NewLogger(cfg.Telemetry, s.Name)}
+		if len(ss) > 1 {
+			_, js, err := st.Connect(ctx, s.Name)
+			if err != nil {
 				return nil, err
 			}
+			own.JS = js
+		} else if s.Alone != nil {
+			s.Alone(cfg, own.Log)
 		}
-		switch name {
-		case "reader":
-			r, err := reader.New(cfg, reader.Deps{JS: js, Log: telemetry.NewLogger(cfg.Telemetry, "reader"), Metrics: st.Registry, State: st.State})
-			if err != nil {
-				return nil, fmt.Errorf("starting the reader: %w", err)
-			}
-			c = stack.Component{Name: name, Run: r.Run, Status: func() any { return r.Status() }}
-		case "router":
-			r, err := router.New(cfg, router.Deps{JS: js, Log: telemetry.NewLogger(cfg.Telemetry, "router"), Metrics: st.Registry, Pool: st.State})
-			if err != nil {
-				return nil, fmt.Errorf("starting the router: %w", err)
-			}
-			c = stack.Component{Name: name, Run: r.Run, Status: func() any { return r.Status() }}
-		case "flusher":
-			f, err := flusher.New(cfg, flusher.Deps{JS: js, NC: nc, Log: telemetry.NewLogger(cfg.Telemetry, "flusher"), Metrics: st.Registry, Pool: st.State, Store: st.Packs})
-			if err != nil {
-				return nil, fmt.Errorf("starting the flusher: %w", err)
-			}
-			c = stack.Component{Name: name, Run: f.Run, Status: func() any { return f.Status() }}
-		case "indexer":
-			i, err := indexer.New(cfg, indexer.Deps{JS: js, Log: telemetry.NewLogger(cfg.Telemetry, "indexer"), Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs})
-			if err != nil {
-				return nil, fmt.Errorf("starting the indexer: %w", err)
-			}
-			c = stack.Component{Name: name, Run: i.Run, Status: func() any { return i.Status() }}
-		case "publisher":
-			p, err := publisher.New(cfg, publisher.Deps{JS: js, Log: telemetry.NewLogger(cfg.Telemetry, "publisher"), Metrics: st.Registry, Catalog: st.Catalog})
-			if err != nil {
-				return nil, fmt.Errorf("starting the publisher: %w", err)
-			}
-			c = stack.Component{Name: name, Run: p.Run, Status: func() any { return p.Status() }}
+		c, err := s.Build(cfg, st, own)
+		if err != nil {
+			return nil, fmt.Errorf("starting the %s: %w", s.Name, err)
 		}
 		out = append(out, c)
 	}

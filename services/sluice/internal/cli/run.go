@@ -79,26 +79,19 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	if err := cfg.Validate(); err != nil {
 		return &exitError{2, err}
 	}
-	needs := stack.Needs{EmbeddedNATS: dev}
-	for _, n := range names {
-		switch n {
-		case "reader", "router": // the router polls destination states
-			needs.State = true
-		case "flusher":
-			needs.State, needs.Packs = true, true
-		case "indexer":
-			needs.Catalog, needs.Packs = true, true
-		case "publisher":
-			needs.Catalog = true
-		}
+	ss, err := specsOf(names)
+	if err != nil {
+		return &exitError{2, err}
 	}
+	needs := stack.NeedsOf(ss...)
+	needs.EmbeddedNATS = dev
 	st, err := stack.Open(ctx, cfg, process, needs)
 	if err != nil {
 		return err
 	}
 	defer st.Close(context.Background())
 
-	comps, err := buildComponents(ctx, cfg, st, names)
+	comps, err := buildComponents(ctx, cfg, st, ss)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build linux && amd64
 
-package catalog
+package chdb
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func TestSignalChild(t *testing.T) {
 		t.Skip("child process of TestNilDerefRecoversAfterChDB")
 	}
 	restoreSignals.Store(mode == "restore")
-	c, err := OpenChDB(t.TempDir())
+	c, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestSignalHandlersAreGo(t *testing.T) {
 	if !runInChild(t, 2*time.Minute) {
 		return
 	}
-	c, err := OpenChDB(t.TempDir())
+	c, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,10 @@
 // shapes), an initial population with skewed tenant sizes, and live traffic
 // (inserts, updates, deletes, re-inserts of deleted keys, rows moving
 // between tenants, large transactions, TOAST values updated in other
-// columns, a column added mid-run). The end-to-end tests, the crash soak,
-// the benchmark and the demo drive sluice with it.
+// columns, a column added mid-run). The end-to-end tests and the crash soak
+// drive sluice with it. It lives in the test module because only tests use
+// it: `sluice dev`'s demo keeps its own small generator
+// (services/sluice/internal/demo), so no runtime module depends on test code.
 //
 // Reproducibility: a seed fixes every statement. Each worker owns a
 // disjoint id space (id mod Workers) and its own random stream, keeps a

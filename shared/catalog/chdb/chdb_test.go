@@ -1,4 +1,4 @@
-package catalog
+package chdb
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluice-cdc/sluice/shared/config"
 )
 
 func TestFindLibchdb(t *testing.T) {
@@ -77,12 +75,12 @@ func TestOpenEmbeddedSharesEngine(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
-	data := t.TempDir()
-	a, err := Open(ctx, config.Catalog{URL: "embedded"}, data)
+	dir := filepath.Join(t.TempDir(), "catalog")
+	a, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Open(ctx, config.Catalog{URL: "embedded"}, data)
+	b, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +90,7 @@ func TestOpenEmbeddedSharesEngine(t *testing.T) {
 	if err := a.Exec(ctx, "INSERT INTO shared_t VALUES (42)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenChDB(t.TempDir()); !errors.Is(err, ErrEngineInUse) {
+	if _, err := Open(t.TempDir()); !errors.Is(err, ErrEngineInUse) {
 		t.Fatalf("second directory: %v, want ErrEngineInUse", err)
 	}
 	if err := a.Close(); err != nil {
@@ -109,7 +107,7 @@ func TestOpenEmbeddedSharesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Data persists across an engine restart on the same directory.
-	c, err := OpenChDB(filepath.Join(data, "catalog"))
+	c, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,38 +121,5 @@ func TestOpenEmbeddedSharesEngine(t *testing.T) {
 	cancel()
 	if _, err := c.Query(cctx, "SELECT 1"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
-	}
-}
-
-func TestServerOptions(t *testing.T) {
-	for _, tc := range []struct {
-		url     string
-		http    bool
-		tls     bool
-		db, err string
-	}{
-		{url: "clickhouse://h:9000/cat", db: "cat"},
-		{url: "clickhouse://h:9440/cat?secure=true", db: "cat", tls: true},
-		{url: "http://h:8123/cat", http: true, db: "cat"},
-		{url: "https://h:8443/cat", http: true, tls: true, db: "cat"},
-		{url: "ftp://h/cat", err: "scheme"},
-	} {
-		opt, err := ServerOptions(config.Catalog{URL: tc.url, User: "u", Password: "p"})
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: err %v, want %q", tc.url, err, tc.err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", tc.url, err)
-			continue
-		}
-		if (opt.Protocol == 1) != tc.http || (opt.TLS != nil) != tc.tls || opt.Auth.Database != tc.db || opt.Auth.Username != "u" || opt.Auth.Password != "p" {
-			t.Errorf("%s: protocol %v tls %v db %q auth %q", tc.url, opt.Protocol, opt.TLS != nil, opt.Auth.Database, opt.Auth.Username)
-		}
-	}
-	if _, err := ServerOptions(config.Catalog{URL: "clickhouse://h:9000/x", TLSCA: "/nonexistent.pem"}); err == nil {
-		t.Error("unreadable tls_ca accepted")
 	}
 }

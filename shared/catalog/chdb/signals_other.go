@@ -1,6 +1,6 @@
 //go:build !(linux && amd64)
 
-package catalog
+package chdb
 
 import "sync/atomic"
 

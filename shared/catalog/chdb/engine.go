@@ -1,4 +1,4 @@
-package catalog
+package chdb
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // engine is the process-wide chDB engine: libchdb runs one ClickHouse
-// instance per process, bound to one data directory. Every ChDB handle on the
+// instance per process, bound to one data directory. Every Conn handle on the
 // same directory shares it; the last Close shuts it down.
 //
 // NOTES (measured on this machine, 2 cores, libchdb 26.5.3):

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-cdc/sluice/shared/pgtest"
-	"github.com/sluice-cdc/sluice/shared/workload"
+	"github.com/sluice-cdc/sluice/test/workload"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -1,4 +1,4 @@
-package catalog
+package chdb
 
 import (
 	"context"
@@ -7,44 +7,42 @@ import (
 	"sync/atomic"
 )
 
-// ChDB is a catalog.Conn on the embedded ClickHouse engine (chDB, libchdb.so
+// Conn is a connection to the embedded ClickHouse engine (chDB, libchdb.so
 // loaded in-process through purego). Handles are cheap; every handle of a
 // process shares the one engine (libchdb runs one per process), which
 // executes one statement at a time — the engine serializes internally, so
 // the handle serializes too (measured: no throughput lost, see NOTES in
-// chdb_engine.go) and can therefore switch the session's current database
+// engine.go) and can therefore switch the session's current database
 // safely for handles bound to a database (Database).
-type ChDB struct {
+type Conn struct {
 	eng      *engine
 	database string // "" = the engine's default database
 	owner    bool   // Close releases the engine reference
 	closed   atomic.Bool
 }
 
-var _ Conn = (*ChDB)(nil)
-
-// OpenChDB starts (or joins) the process's chDB engine with its data under
+// Open starts (or joins) the process's chDB engine with its data under
 // dir. A second Open on the same dir shares the engine; on another dir it
 // fails with ErrEngineInUse.
-func OpenChDB(dir string) (*ChDB, error) {
+func Open(dir string) (*Conn, error) {
 	eng, err := acquireEngine(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &ChDB{eng: eng, owner: true}, nil
+	return &Conn{eng: eng, owner: true}, nil
 }
 
 // Dir is the engine's data directory.
-func (c *ChDB) Dir() string { return c.eng.dir }
+func (c *Conn) Dir() string { return c.eng.dir }
 
 // Database returns a handle on the same engine whose unqualified table names
 // resolve in database db (which must exist). Closing it does not close c.
-func (c *ChDB) Database(db string) *ChDB {
-	return &ChDB{eng: c.eng, database: db}
+func (c *Conn) Database(db string) *Conn {
+	return &Conn{eng: c.eng, database: db}
 }
 
 // Exec runs a statement that returns no rows.
-func (c *ChDB) Exec(ctx context.Context, query string) error {
+func (c *Conn) Exec(ctx context.Context, query string) error {
 	if _, err := c.QueryRaw(ctx, query, "Null"); err != nil {
 		return err
 	}
@@ -54,7 +52,7 @@ func (c *ChDB) Exec(ctx context.Context, query string) error {
 // Query runs a statement and returns its normalized rows. It reads the
 // engine's Native output with clickhouse-go's codecs, the same decoding the
 // server backend uses.
-func (c *ChDB) Query(ctx context.Context, query string) (*Result, error) {
+func (c *Conn) Query(ctx context.Context, query string) (*Result, error) {
 	out, err := c.QueryRaw(ctx, query, "Native")
 	if err != nil {
 		return nil, err
@@ -75,7 +73,7 @@ func (c *ChDB) Query(ctx context.Context, query string) (*Result, error) {
 
 // Header returns the column names and types a SELECT would produce, without
 // running it (DESCRIBE TABLE (query)).
-func (c *ChDB) Header(ctx context.Context, query string) (names, types []string, err error) {
+func (c *Conn) Header(ctx context.Context, query string) (names, types []string, err error) {
 	q := strings.TrimRight(strings.TrimSpace(query), ";")
 	out, err := c.QueryRaw(ctx, "DESCRIBE TABLE ("+q+"\n)", "Native")
 	if err != nil {
@@ -125,7 +123,7 @@ func IsSelect(query string) bool {
 // QueryRaw runs a statement and returns its output in the given ClickHouse
 // output format (Native, JSONEachRow, ArrowStream, ...). Engine errors are
 // *Exception.
-func (c *ChDB) QueryRaw(ctx context.Context, query, format string) ([]byte, error) {
+func (c *Conn) QueryRaw(ctx context.Context, query, format string) ([]byte, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -138,7 +136,7 @@ func (c *ChDB) QueryRaw(ctx context.Context, query, format string) ([]byte, erro
 }
 
 // Close releases this handle; the engine stops when its last owner closes.
-func (c *ChDB) Close() error {
+func (c *Conn) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package catalog
+package chdb
 
 import (
 	"bytes"
@@ -20,9 +20,21 @@ import (
 	"github.com/shopspring/decimal"
 )
 
+// Result is a query's rows. Values are normalized across backends:
+// NULL -> nil; every signed integer -> int64; every unsigned -> uint64;
+// Float32/Float64 -> float64 (NaN and ±Inf kept); String, FixedString, UUID,
+// Decimal, Enum -> string; Bool -> bool; Array(T) -> []any of normalized
+// elements; DateTime/DateTime64/Date/Date32 -> int64 (seconds, ticks of the
+// column's precision, days — the catalog stores times as integers anyway).
+type Result struct {
+	Columns []string
+	Types   []string // ClickHouse type names, e.g. Nullable(Int64)
+	Rows    [][]any
+}
+
 // Both backends decode ClickHouse's Native format with clickhouse-go's column
 // codecs — chDB's output here, a server's inside clickhouse-go — and pass the
-// resulting Go values through normalize, so a value reads the same on every
+// resulting Go values through Normalize, so a value reads the same on every
 // backend by construction.
 
 // decodeNative decodes a Native-format byte stream (revision 0, as
@@ -54,7 +66,7 @@ func decodeNative(data []byte) (*Result, error) {
 		for i := 0; i < n; i++ {
 			row := make([]any, len(block.Columns))
 			for j, c := range block.Columns {
-				row[j] = normalize(c.Row(i, false), res.Types[j])
+				row[j] = Normalize(c.Row(i, false), res.Types[j])
 			}
 			res.Rows = append(res.Rows, row)
 		}
@@ -125,9 +137,10 @@ func timeValue(v time.Time, t string) int64 {
 	}
 }
 
-// normalize maps a clickhouse-go value of ClickHouse type t to the
-// normalized form documented on Result.
-func normalize(v any, t string) any {
+// Normalize maps a clickhouse-go value of ClickHouse type t to the
+// normalized form documented on Result. The server backend (package catalog)
+// passes its scanned values through it too.
+func Normalize(v any, t string) any {
 	switch x := v.(type) {
 	case nil:
 		return nil
@@ -197,7 +210,7 @@ func normalize(v any, t string) any {
 		if rv.IsNil() {
 			return nil
 		}
-		return normalize(rv.Elem().Interface(), t)
+		return Normalize(rv.Elem().Interface(), t)
 	case reflect.Slice, reflect.Array:
 		if rv.Kind() == reflect.Slice && rv.IsNil() && elemType(t) == "" {
 			return nil
@@ -205,14 +218,14 @@ func normalize(v any, t string) any {
 		et := elemType(t)
 		out := make([]any, rv.Len())
 		for i := range out {
-			out[i] = normalize(rv.Index(i).Interface(), et)
+			out[i] = Normalize(rv.Index(i).Interface(), et)
 		}
 		return out
 	case reflect.Map:
 		out := make(map[string]any, rv.Len())
 		iter := rv.MapRange()
 		for iter.Next() {
-			out[fmt.Sprint(normalize(iter.Key().Interface(), ""))] = normalize(iter.Value().Interface(), "")
+			out[fmt.Sprint(Normalize(iter.Key().Interface(), ""))] = Normalize(iter.Value().Interface(), "")
 		}
 		return out
 	}

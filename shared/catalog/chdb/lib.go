@@ -1,4 +1,4 @@
-package catalog
+package chdb
 
 import (
 	"fmt"

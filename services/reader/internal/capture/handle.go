@@ -1,0 +1,81 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
+)
+
+func (s *session) handle(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pgoutput.TypeBegin:
+		b, err := pgoutput.DecodeBegin(data)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrReplication, err)
+		}
+		// A group spans at most batch_interval of commit time: the
+		// transaction that crosses it starts a new group. The commit time
+		// comes from the WAL, so a replay closes the group at the same place.
+		if s.groupRows > 0 && b.CommitTime.Sub(s.groupFirstTime) >= s.o.BatchInterval {
+			if err := s.flushAll(ctx, s.lastEnd); err != nil {
+				return err
+			}
+		}
+		s.inTx, s.txLSN, s.txTime, s.txXid, s.seq = true, b.FinalLSN, b.CommitTime, b.Xid, 0
+		if s.groupRows == 0 {
+			s.groupFirstTime = b.CommitTime
+		}
+	case pgoutput.TypeCommit:
+		c, err := pgoutput.DecodeCommit(data)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrReplication, err)
+		}
+		s.inTx = false
+		s.lastEnd = proto.LSN(c.EndLSN)
+		if s.groupRows == 0 {
+			s.clean = s.lastEnd
+			return nil
+		}
+		if s.groupRows >= s.o.BatchRows || s.groupBytes >= s.o.BatchBytes {
+			return s.flushAll(ctx, s.lastEnd)
+		}
+	case pgoutput.TypeRelation:
+		r, err := pgoutput.DecodeRelation(data)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrReplication, err)
+		}
+		return s.relation(ctx, r)
+	case pgoutput.TypeInsert, pgoutput.TypeUpdate, pgoutput.TypeDelete:
+		if err := pgoutput.DecodeChange(data, &s.change); err != nil {
+			return fmt.Errorf("%w: %w", ErrReplication, err)
+		}
+		s.seq++
+		t := s.rels[s.change.Relation]
+		if t == nil || t.halted {
+			return nil
+		}
+		return s.apply(ctx, t)
+	case pgoutput.TypeTruncate:
+		tr, err := pgoutput.DecodeTruncate(data)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrReplication, err)
+		}
+		for _, id := range tr.Relations {
+			if t := s.rels[id]; t != nil && !t.halted {
+				// Changes committed before the TRUNCATE are still published.
+				if err := s.cut(ctx, t, s.clean); err != nil {
+					return err
+				}
+				if err := s.halt(ctx, t, "truncate", ErrTruncate); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

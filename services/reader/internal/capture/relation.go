@@ -1,0 +1,120 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/reader/internal/batch"
+	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
+	"github.com/sluice-cdc/sluice/services/reader/internal/source"
+)
+
+func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
+	name := r.Namespace + "." + r.Name
+	t := s.tables[name]
+	s.rels[r.ID] = t
+	if t == nil {
+		// A captured table under another name: renamed while sluice runs.
+		for _, old := range s.tables {
+			if old.info.OID == r.ID && !old.halted {
+				if err := s.cut(ctx, old, s.clean); err != nil {
+					return err
+				}
+				return s.halt(ctx, old, "renamed", fmt.Errorf("%w: %s was renamed to %s; put the new name in source.tables and resync it", ErrTableReplaced, old.info.Name, name))
+			}
+		}
+		return nil
+	}
+	if t.halted {
+		return nil
+	}
+	if t.info.OID != 0 && r.ID != t.info.OID {
+		// Same name, another relation: dropped and created again (a DROP
+		// is not replicated, so the old rows would stay).
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
+		}
+		return s.halt(ctx, t, "recreated", fmt.Errorf("%w: %s is another table than the one captured (relation %d, was %d): it was dropped and created again; resync it", ErrTableReplaced, name, r.ID, t.info.OID))
+	}
+	// What a DELETE, and the old image of a move, carries is the replica
+	// identity: the routing column must be in it (checked at start; an ALTER
+	// TABLE ... REPLICA IDENTITY while sluice runs shows up here).
+	if r.Identity != 'f' && !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Key && c.Name == t.info.Routing }) {
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
+		}
+		return s.halt(ctx, t, "replica_identity", fmt.Errorf("%w: %s has REPLICA IDENTITY %q without %s; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it",
+			ErrIdentityChanged, name, string(r.Identity), t.info.Routing, name))
+	}
+	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
+		return nil
+	}
+	gens := t.info.Generated
+	if s.o.DescribeGenerated != nil {
+		var err error
+		if gens, err = s.o.DescribeGenerated(ctx, r.ID); err != nil {
+			return fmt.Errorf("describing generated columns of %s: %w", name, err)
+		}
+	}
+	all := r.Columns
+	var gen []source.Generated
+	for _, g := range gens {
+		if !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Name == g.Name }) {
+			all = append(slices.Clip(all), pgoutput.Column{Name: g.Name, TypeOID: g.TypeOID, TypMod: g.TypMod})
+			gen = append(gen, g)
+		}
+	}
+	cols := make([]batch.Column, len(all))
+	for i, c := range all {
+		kind, pgType, toJSON, err := s.o.Resolve(ctx, r.ID, c)
+		if err != nil {
+			return fmt.Errorf("resolving type of %s.%s: %w", name, c.Name, err)
+		}
+		cols[i] = batch.Column{Name: c.Name, Kind: kind, PgType: pgType, TypeOID: c.TypeOID, TypMod: c.TypMod, ToJSON: toJSON}
+		if proto.IsSystemColumn(c.Name) {
+			return s.halt(ctx, t, "reserved_column", fmt.Errorf("column %s: names starting with %s are reserved", c.Name, proto.SystemPrefix))
+		}
+	}
+	if t.schema != nil {
+		for _, c := range cols {
+			for _, old := range t.schema.Columns {
+				if old.Name == c.Name && old.Kind != c.Kind {
+					if err := s.cut(ctx, t, s.clean); err != nil {
+						return err
+					}
+					return s.halt(ctx, t, "type_changed", fmt.Errorf("%w: %s.%s was %s (%s), is now %s (%s)", ErrTypeChanged, name, c.Name, old.PgType, old.Kind, c.PgType, c.Kind))
+				}
+			}
+		}
+		// New or dropped columns: the batch so far keeps its schema.
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
+		}
+		if t.halted {
+			return nil
+		}
+		t.release()
+	}
+	sc, err := batch.NewSchema(name, cols, t.info.Key, t.info.Routing)
+	if err != nil {
+		return s.halt(ctx, t, "schema", err)
+	}
+	if t.schema != nil {
+		s.o.Log.Info("table schema changed", "table", name, "fingerprint", sc.Fingerprint)
+	}
+	ge, err := newGenEval(sc, gen)
+	if err != nil {
+		return s.halt(ctx, t, "generated", err)
+	}
+	if err := ge.checkComputable(r.Identity == 'f'); err != nil {
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
+		}
+		return s.halt(ctx, t, "generated", fmt.Errorf("%w; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it", err, name))
+	}
+	t.schema, t.relCols, t.gen = sc, slices.Clone(r.Columns), ge
+	t.b = batch.NewBuilder(s.o.Mem, sc, s.o.Append)
+	return nil
+}

@@ -1,0 +1,14 @@
+package reader
+
+// rules are the reader's safety rules that an end-to-end negative control
+// switches off. The zero value, every rule on, is production. Only a build
+// with the sluice_unsafe tag reads the switches (unsafe.go; `make test`
+// passes the tag to the tests that need it); the unit tests of this package
+// set the fields directly.
+type rules struct {
+	// scalarMax confirms max(acked) instead of the prefix-complete LSN.
+	scalarMax bool
+	// unchained publishes without the Nats-Expected-Last-Msg-Id chain, the
+	// ordering guard that keeps acks in order.
+	unchained bool
+}

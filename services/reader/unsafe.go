@@ -1,0 +1,36 @@
+//go:build sluice_unsafe
+
+package reader
+
+import (
+	"log/slog"
+	"os"
+)
+
+// The switches of the end-to-end negative controls (test/e2e), read only in
+// a build with the sluice_unsafe tag. Each logs one WARN line naming its
+// variable: the tests check for it to know the hook is live.
+const (
+	// unsafeScalarMaxEnv, set to 1, switches the prefix-complete confirmed
+	// LSN off (confirm max(acked) instead).
+	unsafeScalarMaxEnv = "SLUICE_UNSAFE_SCALAR_MAX_LSN"
+	// unsafeUnchainedEnv, set to 1, switches the publish chain off: with
+	// the chain, a publish after a lost one fails too, so acks resolve in
+	// order and scalar-max confirms no more than the prefix; the control
+	// of rule 2 switches both off.
+	unsafeUnchainedEnv = "SLUICE_UNSAFE_UNCHAINED"
+)
+
+// unsafeRules reads the switches.
+func unsafeRules(log *slog.Logger) rules {
+	var r rules
+	if os.Getenv(unsafeScalarMaxEnv) == "1" {
+		r.scalarMax = true
+		log.Warn(unsafeScalarMaxEnv + "=1: the reader confirms max(acked) instead of the prefix-complete LSN and WILL lose changes; for negative-control tests only")
+	}
+	if os.Getenv(unsafeUnchainedEnv) == "1" {
+		r.unchained = true
+		log.Warn(unsafeUnchainedEnv + "=1: the reader publishes without the Nats-Expected-Last-Msg-Id chain; for negative-control tests only")
+	}
+	return r
+}
