@@ -40,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -59,8 +60,8 @@ type lifecycleMetrics struct {
 
 func newLifecycleMetrics(reg prometheus.Registerer) (*lifecycleMetrics, error) {
 	m := &lifecycleMetrics{
-		retired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_retired_messages_total", Help: "Messages of retired destinations acked and discarded."}),
-		heldNaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_held_naks_total", Help: "Messages of paused or drained destinations nak'd (with a long delay) because their buffer is full or memory is short."}),
+		retired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_retired_messages_total", Help: "Destination slices of ROUTED messages discarded because their destination is retired."}),
+		heldNaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_held_naks_total", Help: "Destination slices of paused or drained destinations nak'd (with a long delay) because their buffer is full or memory is short."}),
 	}
 	for _, c := range []prometheus.Collector{m.retired, m.heldNaks} {
 		if err := reg.Register(c); err != nil {
@@ -101,28 +102,22 @@ func (m *Manager) heldFullLocked(d *dest) bool {
 		len(d.c.Live()) >= max(m.dc.MaxAckPending/4, 1)
 }
 
-// lifecycleReceiveLocked applies d's lifecycle to a received message and
-// reports whether it consumed it (retired: acked and dropped; held and
-// full: nak'd, still pending). Otherwise the caller buffers it.
-func (m *Manager) lifecycleReceiveLocked(d *dest, it *item) bool {
+// lifecycleReceiveLocked applies d's lifecycle to a received slice (the
+// core's Receive hook): retired, the slice is done at once (discarded; the
+// message is acked once its other slices are committed); held and full,
+// it is nak'd (the core keeps it pending, so a later flush's cursor cannot
+// pass it). Otherwise (core.Buffer) the core buffers it.
+func (m *Manager) lifecycleReceiveLocked(d *dest, it *item) core.Verdict {
 	switch {
 	case d.lc == state.Retired:
-		it.rec.Release()
-		_ = it.msg.Ack()
-		d.c.Unpend(it.seq)
 		m.lcm.retired.Inc()
-		return true
+		return core.Retired
 	case m.heldLocked(d) && m.heldFullLocked(d):
-		it.rec.Release()
-		_ = it.msg.NakWithDelay(m.heldDelay())
-		if !m.noHeldPending {
-			// Stays pending, so a later flush's cursor cannot pass it.
-			d.c.HoldNaked(it.Msg())
-		}
+		it.m.delay = max(it.m.delay, m.heldDelay())
 		m.lcm.heldNaks.Inc()
-		return true
+		return core.NakHeld
 	}
-	return false
+	return core.Buffer
 }
 
 // heldEvictLocked nak's held buffers, largest first, when they take more
@@ -150,11 +145,13 @@ func (m *Manager) heldEvictLocked() {
 			break
 		}
 		bytes -= d.liveBytes
-		for _, it := range d.c.EvictLive() {
-			_ = it.msg.NakWithDelay(m.heldDelay())
+		evicted, res := d.c.EvictLive()
+		for _, it := range evicted {
+			it.m.delay = max(it.m.delay, m.heldDelay())
 			m.releaseItemLocked(it)
 			m.lcm.heldNaks.Inc()
 		}
+		m.resolveLocked(res)
 		d.liveRows, d.liveBytes = 0, 0
 		m.log.Warn("memory short: a held destination's buffer was nak'd for redelivery", "destination", d.name, "state", string(d.lc))
 	}

@@ -61,9 +61,23 @@ type Deps struct {
 	States *state.DestinationStates
 }
 
-// item is one buffered ROUTED message.
+// message is one ROUTED message as the shell holds it; its destination
+// slices (items) share it. It is acked or nak'd once, when the core
+// resolves it (core.Resolved).
+type message struct {
+	msg     jetstream.Msg
+	slices  int
+	touched time.Time     // last ack-progress signal
+	delay   time.Duration // nak delay: the longest any nak'd slice asked for
+	done    bool          // acked or nak'd
+}
+
+// item is one buffered destination slice of a ROUTED message: exactly what
+// a per-destination message carried (the rows of one destination, without
+// proto.ColDestination).
 type item struct {
-	msg         jetstream.Msg
+	m           *message
+	dest        string
 	d           *dest
 	seq         uint64 // stream sequence
 	delivered   uint64
@@ -72,12 +86,11 @@ type item struct {
 	first, last proto.Position
 	rows, bytes int64
 	link        trace.Link
-	touched     time.Time // last ack-progress signal
 }
 
-// Msg is what the protocol core knows of the message.
+// Msg is what the protocol core knows of the slice.
 func (it *item) Msg() core.Msg {
-	return core.Msg{Seq: it.seq, Delivered: it.delivered, First: it.first, Last: it.last}
+	return core.Msg{Seq: it.seq, Delivered: it.delivered, First: it.first, Last: it.last, Slices: it.m.slices}
 }
 
 // dest is one destination: its protocol state in the core (live buffer,
@@ -184,6 +197,7 @@ type Manager struct {
 	noGroupCommit     bool          // every flush runs alone (runFlush): the baseline
 	noPauseCheck      bool          // paused/drained destinations flush like active ones
 	noHeldPending     bool          // a held destination's nak'd surplus leaves the pending set
+	ackFirstSlice     bool          // a partition message is acked when its first slice commits
 	heldNakDelay      time.Duration
 	pauseFetch        atomic.Bool
 	fetchPausedSeen   atomic.Bool
@@ -262,15 +276,17 @@ func AckWait(dc config.Delivery) time.Duration {
 // ConsumerConfig is the durable consumer of partition p.
 func ConsumerConfig(dc config.Delivery, p int) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       proto.ConsumerFlusher(p),
-		Description:   fmt.Sprintf("sluice flusher, ROUTED partition %d", p),
-		FilterSubject: proto.RoutedPartitionFilter(p),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       AckWait(dc),
-		MaxAckPending: dc.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxDeliver:    -1,
-		MaxWaiting:    16,
+		Durable:     proto.ConsumerFlusher(p),
+		Description: fmt.Sprintf("sluice flusher, ROUTED partition %d", p),
+		// Partition messages, and per-destination messages left in the
+		// stream from before partition messages (one slice each).
+		FilterSubjects: []string{proto.RoutedPartitionSubject(p), proto.RoutedPartitionFilter(p)},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        AckWait(dc),
+		MaxAckPending:  dc.MaxAckPending,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MaxDeliver:     -1,
+		MaxWaiting:     16,
 	}
 }
 
@@ -419,8 +435,9 @@ func (m *Manager) dropAll() {
 // speed that up.
 func (m *Manager) dropPartLocked(p *part, nak bool) {
 	for _, it := range p.c.Lose() {
-		if nak {
-			_ = it.msg.Nak()
+		if nak && !it.m.done {
+			it.m.done = true
+			_ = it.m.msg.Nak()
 		}
 		m.releaseItemLocked(it)
 	}
@@ -579,9 +596,10 @@ func (m *Manager) keepAlive(ctx context.Context) {
 				items = append(slices.Clip(items), f.Items...)
 			}
 			for _, it := range items {
-				if now.Sub(it.touched) >= m.ackWait/2 {
-					it.touched = now
-					touch = append(touch, it.msg)
+				// Once per message, whatever the number of its slices.
+				if now.Sub(it.m.touched) >= m.ackWait/2 {
+					it.m.touched = now
+					touch = append(touch, it.m.msg)
 				}
 			}
 		}
@@ -603,7 +621,7 @@ func (m *Manager) mutants() core.Mutant {
 		{m.scalarMaxCursor, core.ScalarMaxCursor}, {m.keepLiveOnFailure, core.KeepLiveOnFailure},
 		{m.forgetNaked, core.ForgetNaked}, {m.noEpochCheck, core.NoEpochCheck},
 		{m.dropRedelivered, core.DropRedelivered}, {m.noAckFence, core.NoAckFence}, {m.noSettle, core.SeedAtClaim},
-		{m.noFetchDeadline, core.NoFetchDeadline},
+		{m.noFetchDeadline, core.NoFetchDeadline}, {m.noHeldPending, core.ForgetHeld}, {m.ackFirstSlice, core.AckFirstSlice},
 	} {
 		if k.on {
 			mut |= k.m
