@@ -35,6 +35,7 @@ var tracer = otel.Tracer("github.com/sluice-cdc/sluice/services/flusher")
 type Cursors interface {
 	Advance(ctx context.Context, l state.Lease, destination string, partition int, pos proto.Position) (bool, error)
 	Load(ctx context.Context, partition int) (map[string]proto.Position, error)
+	LoadSome(ctx context.Context, partition int, destinations []string) (map[string]proto.Position, error)
 }
 
 // Leases is what delivery needs of state.Leases.
@@ -113,6 +114,8 @@ type dest struct {
 	lastOK   time.Time
 
 	lc state.DestinationState // lifecycle (lifecycle.go)
+
+	idleSince time.Time // idle.go: when the sweep first saw it idle
 }
 
 func (d *dest) heldMsgs() int {
@@ -180,7 +183,10 @@ type Manager struct {
 	states *state.DestinationStates
 	lc     *state.DestinationCache
 	lcm    *lifecycleMetrics
-	trace  *coreTrace // CoreTraceEnv; nil without
+	// idle.go: evicting idle destinations
+	im        *idleMetrics
+	lastSweep time.Time
+	trace     *coreTrace // CoreTraceEnv; nil without
 
 	// Test knobs: each switches one safety rule off (negative controls) or
 	// injects a fault the real store cannot produce on demand.
@@ -252,6 +258,9 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 		return nil, fmt.Errorf("creating flusher: %w", err)
 	}
 	if m.lcm, err = newLifecycleMetrics(deps.Metrics); err != nil {
+		return nil, fmt.Errorf("creating flusher: %w", err)
+	}
+	if m.im, err = newIdleMetrics(deps.Metrics); err != nil {
 		return nil, fmt.Errorf("creating flusher: %w", err)
 	}
 	return m, nil
@@ -572,6 +581,7 @@ func (m *Manager) evaluate(now time.Time) {
 			projected -= len(d.c.Live())
 		}
 	}
+	m.sweepIdleLocked(now)
 	m.updateGaugesLocked()
 }
 

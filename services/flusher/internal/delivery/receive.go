@@ -106,8 +106,24 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 			}
 			continue
 		}
-		for msg := range batch.Messages() {
-			m.receive(ctx, p, msg, gen)
+		// Messages already arrived are received as one group: the cursors
+		// of their new destinations load in one statement.
+		msgs := batch.Messages()
+		for msg := range msgs {
+			group := []jetstream.Msg{msg}
+		more:
+			for len(group) < fetchBatch {
+				select {
+				case x, ok := <-msgs:
+					if !ok {
+						break more
+					}
+					group = append(group, x)
+				default:
+					break more
+				}
+			}
+			m.receiveGroup(ctx, p, group, gen)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil &&
 			!errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
@@ -265,19 +281,10 @@ func positions(rec arrow.RecordBatch) (first, last proto.Position, err error) {
 	return first, last, nil
 }
 
-// receive buffers the slices of one message. gen is the failure
-// generation read before the fetch that returned it (the read epoch).
-func (m *Manager) receive(ctx context.Context, p *part, msg jetstream.Msg, gen uint64) {
-	its, err := m.parse(ctx, p, msg)
-	if err != nil {
-		m.deadLetter(ctx, msg, err)
-		return
-	}
-	m.receiveItems(p, its, gen)
-}
-
 // receiveItems gives the core every slice of one message, under one hold
-// of the lock, and acks or naks the message as the core resolves it.
+// of the lock, and acks or naks the message as the core resolves it. gen
+// is the failure generation read before the fetch that returned it (the
+// read epoch).
 func (m *Manager) receiveItems(p *part, its []*item, gen uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -319,6 +326,7 @@ func (m *Manager) bufferedLocked(p *part, d *dest, it *item) {
 		m.m.redelivered.Inc()
 	}
 	it.d = d
+	d.idleSince = time.Time{}
 	if len(d.c.Live()) == 1 {
 		d.liveSince = time.Now()
 	}
