@@ -8,9 +8,11 @@ package delivery
 //   - paused, drained: messages are received and buffered (kept alive by
 //     the in-progress acks) but never flushed. A held buffer stops growing
 //     at the size that would trigger a flush (rows or bytes), or at a
-//     quarter of MaxAckPending messages; further messages are nak'd with a
-//     long delay and stay in the destination's pending set (marked naked),
-//     so its cursor can never pass them. Under memory pressure held
+//     quarter of MaxAckPending slices; further slices are nak'd (their
+//     message with a long delay, once its other slices are resolved: the
+//     other destinations then flush it again on redelivery) and stay in
+//     the destination's pending set (marked naked), so its cursor can
+//     never pass them. Under memory pressure held
 //     buffers are nak'd the same way (heldEvict). A held destination keeps
 //     its messages ack-pending on its partition's consumer, and so holds
 //     the partition's ack floor and the snapshot frontier (through_lsn):
@@ -19,9 +21,10 @@ package delivery
 //     something; once nothing is buffered or in flight the owner of its
 //     partition writes drained (the draining -> drained transition is the
 //     only fence it needs).
-//   - retired: what is buffered is flushed once, then every further
-//     message is acked and discarded (counted), also over a halt. Discarded
-//     messages leave the pending set, so they never hold the cursor or the
+//   - retired: what is buffered is flushed once, then every further slice
+//     is done at once and discarded (counted), also over a halt; its
+//     message is acked once its other slices are committed. Discarded
+//     slices leave the pending set, so they never hold the cursor or the
 //     partition's ack floor.
 //   - active (resumed): flushed on the normal schedule again; a buffer
 //     older than the flush interval flushes at the next evaluation.
