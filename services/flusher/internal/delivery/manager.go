@@ -66,11 +66,12 @@ type Deps struct {
 // slices (items) share it. It is acked or nak'd once, when the core
 // resolves it (core.Resolved).
 type message struct {
-	msg     jetstream.Msg
-	slices  int
-	touched time.Time     // last ack-progress signal
-	delay   time.Duration // nak delay: the longest any nak'd slice asked for
-	done    bool          // acked or nak'd
+	msg      jetstream.Msg
+	slices   int
+	buffered int           // slices buffered or in flight (counted in part.held once)
+	touched  time.Time     // last ack-progress signal
+	delay    time.Duration // nak delay: the longest any nak'd slice asked for
+	done     bool          // acked or nak'd
 }
 
 // item is one buffered destination slice of a ROUTED message: exactly what
@@ -139,7 +140,7 @@ type part struct {
 	// acquire returned.
 	deadline, claimedAt time.Time
 	cons                jetstream.Consumer
-	held                int // unacked messages buffered or in flight
+	held                int // unacked messages with a slice buffered or in flight
 	dests               map[string]*dest
 	cancel              context.CancelFunc // stops its fetch loop
 	done                chan struct{}      // closed when the fetch loop has returned
@@ -463,7 +464,9 @@ func (m *Manager) releaseItemLocked(it *item) {
 		it.rec = nil
 		m.totalBytes -= it.bytes
 		m.totalRows -= it.rows
-		it.d.part.held--
+		if it.m.buffered--; it.m.buffered == 0 {
+			it.d.part.held--
+		}
 	}
 }
 

@@ -334,7 +334,10 @@ func (m *Manager) bufferedLocked(p *part, d *dest, it *item) {
 	d.liveBytes += it.bytes
 	m.totalRows += it.rows
 	m.totalBytes += it.bytes
-	p.held++
+	if it.m.buffered == 0 {
+		p.held++ // messages, as the consumer's max_ack_pending counts them
+	}
+	it.m.buffered++
 	switch {
 	case d.liveRows >= m.rowsTarget:
 		m.enqueueLocked(d, "rows")
