@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/proto"
+	cfgpkg "github.com/sluice-cdc/sluice/shared/config"
 	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
@@ -93,4 +94,30 @@ func eventually(timeout time.Duration, cond func() bool) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return true
+}
+
+// A partition consumer created before partition messages (one filter,
+// sluice.routed.<p>.>) is updated in place to filter partition messages
+// too, keeping its ack floor.
+func TestConsumerUpgradedToPartitionMessages(t *testing.T) {
+	e := newEnv(t, func(c *cfgpkg.Config) { c.Delivery.Partitions = 1 })
+	old := ConsumerConfig(e.cfg.Delivery, 0)
+	old.FilterSubjects, old.FilterSubject = nil, proto.RoutedPartitionFilter(0)
+	if _, err := e.js.CreateOrUpdateConsumer(e.ctx, proto.StreamRouted, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureConsumers(e.ctx, e.js, e.cfg.Delivery); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.js.Consumer(e.ctx, proto.StreamRouted, proto.ConsumerFlusher(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Config.FilterSubjects; len(got) != 2 || got[0] != proto.RoutedPartitionSubject(0) || got[1] != proto.RoutedPartitionFilter(0) {
+		t.Fatalf("filter subjects %v (filter %q)", got, info.Config.FilterSubject)
+	}
 }
