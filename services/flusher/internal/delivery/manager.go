@@ -187,6 +187,10 @@ type Manager struct {
 	// idle.go: evicting idle destinations
 	im        *idleMetrics
 	lastSweep time.Time
+	// buffering are the destinations that had a live buffer since the
+	// last evaluation (pruned there): trigger evaluation is O(buffering).
+	buffering map[*dest]struct{}
+	gaugedAt  time.Time
 	trace     *coreTrace // CoreTraceEnv; nil without
 
 	// Test knobs: each switches one safety rule off (negative controls) or
@@ -237,7 +241,7 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 		cursors: deps.Cursors, leases: deps.Leases, log: deps.Log.With("flusher", deps.ID),
 		mem: deps.Mem, dlq: natsx.NewDeadLetter(deps.JS, "flusher"), id: deps.ID,
 		ackWait: AckWait(dc), dests: map[string]*dest{}, parts: map[int]*part{},
-		rowsTarget: int64(dc.FlushRows), states: deps.States,
+		rowsTarget: int64(dc.FlushRows), states: deps.States, buffering: map[*dest]struct{}{},
 	}
 	m.cond = sync.NewCond(&m.mu)
 	m.commitQ = make(chan *flushJob, commitQueue)
@@ -537,8 +541,9 @@ func (m *Manager) evaluate(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var candidates []*dest
-	for _, d := range m.dests {
-		if len(d.c.Live()) == 0 {
+	for d := range m.buffering {
+		if len(d.c.Live()) == 0 || m.dests[d.name] != d {
+			delete(m.buffering, d) // flushed, failed, evicted or dropped since
 			continue
 		}
 		if now.Sub(d.liveSince) >= m.dc.FlushInterval && !settling(d.part, now) {
@@ -585,7 +590,11 @@ func (m *Manager) evaluate(now time.Time) {
 		}
 	}
 	m.sweepIdleLocked(now)
-	m.updateGaugesLocked()
+	// The gauges cost O(destinations in memory): at most every 250 ms.
+	if now.Sub(m.gaugedAt) >= 250*time.Millisecond {
+		m.gaugedAt = now
+		m.updateGaugesLocked()
+	}
 }
 
 // keepAlive sends in-progress acks for messages held longer than half of
