@@ -173,6 +173,10 @@ type Delivery struct {
 	DrainTimeout  time.Duration `yaml:"drain_timeout"`
 	LeaseTTL      time.Duration `yaml:"lease_ttl"`
 	MaxAckPending int           `yaml:"max_ack_pending"`
+	// IdleEvict is how long a destination with nothing buffered, pending
+	// or in flight stays in the flusher's memory; past it, it is dropped
+	// and its cursor reloaded from the state database when it reappears.
+	IdleEvict time.Duration `yaml:"idle_evict"`
 }
 
 // Indexer is the catalog indexer.
@@ -266,6 +270,7 @@ func Default() Config {
 			DrainTimeout:  30 * time.Second,
 			LeaseTTL:      15 * time.Second,
 			MaxAckPending: 20000,
+			IdleEvict:     5 * time.Minute,
 		},
 		Indexer: Indexer{
 			BatchRows:         50000,
@@ -523,6 +528,7 @@ func (c *Config) Validate() error {
 		{"delivery.drain_timeout", int64(c.Delivery.DrainTimeout)},
 		{"delivery.lease_ttl", int64(c.Delivery.LeaseTTL)},
 		{"delivery.max_ack_pending", int64(c.Delivery.MaxAckPending)},
+		{"delivery.idle_evict", int64(c.Delivery.IdleEvict)},
 		{"indexer.batch_rows", int64(c.Indexer.BatchRows)},
 		{"indexer.batch_wait", int64(c.Indexer.BatchWait)},
 		{"indexer.reconcile_interval", int64(c.Indexer.ReconcileInterval)},

@@ -31,6 +31,7 @@ type Cursors struct {
 	pool                     *pgxpool.Pool
 	schema                   string
 	qAdvance, qFence, qLoad  string
+	qLoadSome                string
 	qGet, qAll               string
 	qAdvanceMany, qFenceMany string
 	// Negative-control knobs, only ever set by this package's tests (through
@@ -111,6 +112,7 @@ func (c *Cursors) build() {
 		WHERE EXISTS (SELECT 1 FROM ` + lt + ` l WHERE l.name = k.lname AND l.holder = k.holder AND l.term = k.term AND l.expires_at > now())`
 	c.qFence = `SELECT EXISTS (SELECT 1 FROM ` + lt + ` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`
 	c.qLoad = `SELECT destination, lsn, seq FROM ` + ct + ` WHERE partition = $1`
+	c.qLoadSome = `SELECT destination, lsn, seq FROM ` + ct + ` WHERE partition = $1 AND destination = ANY($2::text[])`
 	c.qGet = `SELECT lsn, seq FROM ` + ct + ` WHERE destination = $1`
 	c.qAll = `SELECT destination, partition, lsn, seq, term, updated_at FROM ` + ct + ` ORDER BY destination`
 }
@@ -322,7 +324,17 @@ func (c *Cursors) Get(ctx context.Context, destination string) (proto.Position, 
 
 // Load returns the cursor of every destination of partition.
 func (c *Cursors) Load(ctx context.Context, partition int) (map[string]proto.Position, error) {
-	rows, err := c.pool.Query(ctx, c.qLoad, partition)
+	return c.load(ctx, partition, c.qLoad, partition)
+}
+
+// LoadSome returns the cursors of destinations of partition, in one
+// statement; a destination without a cursor has none in the map.
+func (c *Cursors) LoadSome(ctx context.Context, partition int, destinations []string) (map[string]proto.Position, error) {
+	return c.load(ctx, partition, c.qLoadSome, partition, destinations)
+}
+
+func (c *Cursors) load(ctx context.Context, partition int, q string, args ...any) (map[string]proto.Position, error) {
+	rows, err := c.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("loading cursors of partition %d: %w", partition, err)
 	}

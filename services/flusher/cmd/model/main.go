@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-cdc/sluice/services/flusher/internal/model"
@@ -22,34 +23,38 @@ func main() {
 	expiries := flag.Int("expiries", -1, "override the lease-expiry budget")
 	failures := flag.Int("failures", -1, "override the failed-flush budget")
 	maxStates := flag.Int("max", 0, "stop after this many distinct states")
-	changes := flag.String("changes", "", "override the changes: pos:dest,... (e.g. 1:0,2:1,3:0)")
+	changes := flag.String("changes", "", "override the messages: pos:dest[+dest...],... (e.g. 1:0+1,2:1,3:0)")
 	inOrder := flag.Bool("inorder", false, "routers publish in position order")
 	flag.Parse()
 	if *conform {
 		os.Exit(conformLogs(flag.Args()))
 	}
-	c := model.Small()
+	cs := []model.Config{model.Small(), model.Slices()}
 	if os.Getenv("SLUICE_MODEL") == "large" {
-		c = model.Large()
+		cs = []model.Config{model.Large()}
 	}
-	for _, o := range []struct {
-		v   int
-		dst *int
-	}{{*crashes, &c.Crashes}, {*expiries, &c.LeaseExpiries}, {*failures, &c.FlushFailures}} {
-		if o.v >= 0 {
-			*o.dst = o.v
-		}
+	if *changes != "" || *only {
+		cs = cs[:1] // one configuration: the first, overridden
 	}
-	if *maxStates > 0 {
-		c.MaxStates = *maxStates
-	}
-	c.InOrder = c.InOrder || *inOrder
+	c := &cs[0]
 	if *changes != "" {
 		c.Changes = nil
 		for _, f := range strings.Split(*changes, ",") {
 			var ch model.Change
-			if _, err := fmt.Sscanf(f, "%d:%d", &ch.Pos, &ch.Dest); err != nil {
-				fmt.Fprintln(os.Stderr, "bad -changes:", err)
+			p, ds, _ := strings.Cut(f, ":")
+			var err error
+			if ch.Pos, err = strconv.Atoi(p); err == nil {
+				for _, d := range strings.Split(ds, "+") {
+					var n int
+					if n, err = strconv.Atoi(d); err != nil {
+						break
+					}
+					ch.Dests = append(ch.Dests, n)
+					c.Dests = max(c.Dests, n+1)
+				}
+			}
+			if err != nil || len(ch.Dests) == 0 {
+				fmt.Fprintln(os.Stderr, "bad -changes:", f)
 				os.Exit(2)
 			}
 			c.Changes = append(c.Changes, ch)
@@ -58,15 +63,30 @@ func main() {
 	if os.Getenv("SLUICE_MODEL_PROGRESS") != "" {
 		c.Progress = func(d, n, f int) { fmt.Fprintf(os.Stderr, "depth %d: %d states, frontier %d\n", d, n, f) }
 	}
+	for i := range cs { // the budgets apply to every configuration
+		for _, o := range []struct {
+			v   int
+			dst *int
+		}{{*crashes, &cs[i].Crashes}, {*expiries, &cs[i].LeaseExpiries}, {*failures, &cs[i].FlushFailures}} {
+			if o.v >= 0 {
+				*o.dst = o.v
+			}
+		}
+		cs[i].InOrder = cs[i].InOrder || *inOrder
+		cs[i].Progress = c.Progress
+		if *maxStates > 0 {
+			cs[i].MaxStates = *maxStates
+		}
+	}
 	if *only {
-		r := model.Check(c)
+		r := model.Check(*c)
 		fmt.Printf("%d states depth %d %s truncated %v violation %q\n", r.States, r.Depth, r.Elapsed, r.Truncated, r.Violation)
 		for _, l := range r.Trace {
 			fmt.Println(l)
 		}
 		return
 	}
-	if !model.Run(os.Stdout, c, *traces) {
+	if !model.Run(os.Stdout, cs, *traces) {
 		os.Exit(1)
 	}
 }

@@ -7,15 +7,43 @@ import (
 	"github.com/sluice-cdc/sluice/proto"
 )
 
-// Msg is what the protocol knows of one ROUTED message.
+// Msg is what the protocol knows of one destination slice of a ROUTED
+// message: a partition message carries the rows of Slices destinations,
+// each destination's rows one slice, received by that destination's Dest.
 type Msg struct {
 	Seq         uint64 // stream sequence; 0 (unknown) is never pending
 	Delivered   uint64 // delivery count, 1 on the first delivery
 	First, Last proto.Position
+	// Slices is the number of destination slices of the message (0 or 1:
+	// one). The message is acked once every one of them is committed or
+	// retired, nak'd once every one is resolved and one of them was
+	// nak'd. A message of seq 0 is tracked per slice.
+	Slices int `json:",omitempty"`
 }
 
-// Item is a buffered message as the shell holds it.
+// Item is a buffered slice as the shell holds it.
 type Item interface{ Msg() Msg }
+
+// Resolved are the messages whose every slice has just been resolved
+// (committed, retired, or nak'd), one slice of each standing for it: the
+// shell acks each of Ack and naks each of Nak, once.
+type Resolved[T Item] struct {
+	Ack, Nak []T
+}
+
+// Empty reports whether nothing was resolved.
+func (r Resolved[T]) Empty() bool { return len(r.Ack) == 0 && len(r.Nak) == 0 }
+
+func (r Resolved[T]) text() string {
+	out := ""
+	if len(r.Ack) > 0 {
+		out += "; ack " + seqs(r.Ack)
+	}
+	if len(r.Nak) > 0 {
+		out += "; nak " + seqs(r.Nak)
+	}
+	return out
+}
 
 // Mutant switches one protocol rule off. Only the model checker and
 // negative-control tests set them.
@@ -33,20 +61,25 @@ const (
 	NoEpochCheck                         // a fetch that raced a failure is buffered anyway
 	NoAckFence                           // ack without checking the lease
 	NoFetchDeadline                      // fetch past the local lease deadline; settle without waiting out old fetches
+	AckFirstSlice                        // ack a message when its first slice commits
+	ForgetHeld                           // a held destination's nak'd surplus leaves the pending set (shell tests only)
 )
 
 // Verdict is what to do with a received message.
 type Verdict uint8
 
-// Verdicts of Receive.
+// Verdicts of Receive, for one slice. Every verdict but Buffer and
+// Release resolves the slice at once; the message's fate (Resolved) waits
+// for its other slices.
 const (
 	Buffer     Verdict = iota // buffered and pending
 	Release                   // the partition is lost: release, neither ack nor nak
-	NakHalted                 // the destination is halted: nak with a long delay
-	NakEpoch                  // the fetch raced a failed flush: nak
-	AckDrop                   // acked without a flush (DropRedelivered only)
-	Consumed                  // the shell's lifecycle hook took it
-	NakExpired                // fetched past the local lease deadline: nak, kept pending as nak'd
+	NakHalted                 // the destination is halted: nak'd (long delay), kept pending as nak'd
+	NakEpoch                  // the fetch raced a failed flush: nak'd, kept pending as nak'd
+	AckDrop                   // done without a flush (DropRedelivered only)
+	Retired                   // the lifecycle hook: the destination is retired, the slice done at once (discarded)
+	NakExpired                // fetched past the local lease deadline: nak'd, kept pending as nak'd
+	NakHeld                   // the lifecycle hook: held and full, nak'd (long delay), kept pending as nak'd
 )
 
 // Step is one step of a flush, in the order Flush.Next gives them.
@@ -157,9 +190,13 @@ type Partition[T Item] struct {
 	gen              uint64 // failure generation (read epoch)
 	loaded           map[string]proto.Position
 	dests            map[string]*Dest[T]
-	order            []string // dests in creation order (deterministic iteration)
-	mut              Mutant
-	rec              func(Record) // SetRecorder
+	// tracks are the messages with a slice not yet resolved (message.go);
+	// npend counts, per message, the destinations holding it pending.
+	tracks map[uint64]*track
+	npend  map[uint64]int
+	order  []string // dests in creation order (deterministic iteration)
+	mut    Mutant
+	rec    func(Record) // SetRecorder
 }
 
 // NewPartition is partition id claimed under lease term, with the cursors
@@ -168,7 +205,8 @@ func NewPartition[T Item](id int, term int64, loaded map[string]proto.Position, 
 	if loaded == nil {
 		loaded = map[string]proto.Position{}
 	}
-	return &Partition[T]{ID: id, term: term, loaded: loaded, dests: map[string]*Dest[T]{}, mut: mut, seeded: mut&SeedAtClaim != 0}
+	return &Partition[T]{ID: id, term: term, loaded: loaded, dests: map[string]*Dest[T]{}, mut: mut, seeded: mut&SeedAtClaim != 0,
+		tracks: map[uint64]*track{}, npend: map[uint64]int{}}
 }
 
 // Term is the lease term the partition was claimed under.
@@ -239,12 +277,15 @@ func (p *Partition[T]) Dests() []*Dest[T] {
 // Lookup returns destination name, or nil if it has none yet.
 func (p *Partition[T]) Lookup(name string) *Dest[T] { return p.dests[name] }
 
-// Dest returns destination name, creating it at its loaded cursor.
+// Dest returns destination name, creating it at its loaded cursor. A
+// destination created now treats every fetch started before the last
+// failure of the partition as raced (its failGen is the partition's): it
+// may have been forgotten (Forget) after a failure such a fetch raced.
 func (p *Partition[T]) Dest(name string) *Dest[T] {
 	if d, ok := p.dests[name]; ok {
 		return d
 	}
-	d := &Dest[T]{Name: name, p: p, pending: map[uint64]Span{}}
+	d := &Dest[T]{Name: name, p: p, pending: map[uint64]Span{}, failGen: p.gen}
 	if c, ok := p.loaded[name]; ok {
 		d.cursor, d.maxResolved = c, c
 	}
@@ -253,14 +294,10 @@ func (p *Partition[T]) Dest(name string) *Dest[T] {
 	return d
 }
 
-// Tracked is the number of messages the partition tracks as pending.
-func (p *Partition[T]) Tracked() int {
-	n := 0
-	for _, d := range p.dests {
-		n += len(d.pending)
-	}
-	return n
-}
+// Tracked is the number of distinct messages the partition tracks as
+// pending (a message pending at several destinations counts once, as the
+// consumer counts it once).
+func (p *Partition[T]) Tracked() int { return len(p.npend) }
 
 // Settle is the consumer's ack-pending count: once it is no more than the
 // messages tracked here, nothing is pending at another owner (a dead
@@ -288,6 +325,7 @@ func (p *Partition[T]) Lose() []T {
 		return nil
 	}
 	p.lost = true
+	clear(p.tracks) // nothing is acked or nak'd by the core any more
 	var out []T
 	for _, n := range p.order {
 		d := p.dests[n]
@@ -296,275 +334,4 @@ func (p *Partition[T]) Lose() []T {
 	}
 	p.record(Record{Ev: EvLose, Out: seqs(out)})
 	return out
-}
-
-// Live is the destination's live buffer (not to be modified).
-func (d *Dest[T]) Live() []T { return d.live }
-
-// Inflight is the flush in flight, or nil.
-func (d *Dest[T]) Inflight() *Flush[T] { return d.inflight }
-
-// Cursor is the cursor as last loaded or written.
-func (d *Dest[T]) Cursor() proto.Position { return d.cursor }
-
-// Pending is the number of pending messages.
-func (d *Dest[T]) Pending() int { return len(d.pending) }
-
-// Halted reports whether a permanent failure halted the destination.
-func (d *Dest[T]) Halted() bool { return d.halted }
-
-// Resume clears a halt; it reports whether the destination was halted.
-func (d *Dest[T]) Resume() bool {
-	was := d.halted
-	d.halted = false
-	d.p.record(Record{Ev: EvResume, Dest: d.Name, Out: fmt.Sprint(was)})
-	return was
-}
-
-// Receive decides what to do with a message fetched at failure generation
-// gen. hook, if not nil, is the shell's lifecycle (retired, held and full):
-// it runs after the lost check and reports whether it consumed the message.
-func (d *Dest[T]) Receive(it T, gen uint64, hook func() bool) (v Verdict) {
-	m := it.Msg()
-	defer func() {
-		if d.p.rec != nil {
-			d.p.record(Record{Ev: EvReceive, Dest: d.Name, Msg: &m, Gen: gen, Out: v.String()})
-		}
-	}()
-	switch {
-	case d.p.lost:
-		return Release
-	case d.p.expired && d.p.mut&NoFetchDeadline == 0:
-		// Past the deadline this replica may no longer hold the lease: the
-		// message is nak'd, but stays pending (nak'd) should the lease
-		// turn out held (Renewed), so no cursor of this owner passes it.
-		if m.Seq != 0 {
-			d.pending[m.Seq] = Span{First: m.First, Last: m.Last, Naked: true}
-		}
-		return NakExpired
-	case hook != nil && hook():
-		return Consumed
-	case d.halted:
-		return NakHalted
-	case d.p.mut&NoEpochCheck == 0 && d.failGen > gen:
-		// The fetch raced a failed flush of this destination: the read is
-		// discarded as if it never happened; the message redelivers.
-		return NakEpoch
-	case d.p.mut&DropRedelivered != 0 && m.Delivered > 1 && !d.cursor.Less(m.Last):
-		return AckDrop
-	}
-	d.live = append(d.live, it)
-	if m.Seq != 0 {
-		d.pending[m.Seq] = Span{First: m.First, Last: m.Last}
-	}
-	return Buffer
-}
-
-// Unpend removes a message from the pending set (a retired destination's
-// discarded message).
-func (d *Dest[T]) Unpend(seq uint64) {
-	delete(d.pending, seq)
-	d.p.record(Record{Ev: EvUnpend, Dest: d.Name, Msg: &Msg{Seq: seq}})
-}
-
-// HoldNaked keeps a nak'd message pending (a held destination's surplus),
-// so no cursor passes it.
-func (d *Dest[T]) HoldNaked(m Msg) {
-	d.p.record(Record{Ev: EvHoldNaked, Dest: d.Name, Msg: &m})
-	if m.Seq != 0 {
-		d.pending[m.Seq] = Span{First: m.First, Last: m.Last, Naked: true}
-	}
-}
-
-// EvictLive empties the live buffer of a held destination, keeping every
-// message pending as nak'd; it returns them for the shell to nak.
-func (d *Dest[T]) EvictLive() []T {
-	out := d.live
-	d.live = nil
-	for _, it := range out {
-		d.markNaked(it.Msg().Seq)
-	}
-	d.p.record(Record{Ev: EvEvict, Dest: d.Name, Out: seqs(out)})
-	return out
-}
-
-func (d *Dest[T]) markNaked(seq uint64) {
-	if s, ok := d.pending[seq]; ok {
-		s.Naked = true
-		d.pending[seq] = s
-	}
-}
-
-// StartFlush swaps the live buffer out into a flush, or returns nil when
-// there is nothing to flush or a flush is in flight.
-func (d *Dest[T]) StartFlush() (f *Flush[T]) {
-	defer func() {
-		if d.p.rec == nil {
-			return
-		}
-		out := "none"
-		if f != nil {
-			out = seqs(f.Items)
-		}
-		d.p.record(Record{Ev: EvStart, Dest: d.Name, Out: out})
-	}()
-	if d.inflight != nil || len(d.live) == 0 || d.halted || d.p.lost {
-		return nil
-	}
-	steps := normalSteps
-	if d.p.mut&AckBeforeCursor != 0 {
-		steps = earlySteps
-	}
-	f = &Flush[T]{Items: d.live, Term: d.p.term, Epoch: d.epoch, d: d, steps: steps}
-	d.inflight = f
-	d.live = nil
-	return f
-}
-
-// prev is the position just before p.
-func prev(p proto.Position) proto.Position {
-	if p.Seq > 0 {
-		return proto.Position{LSN: p.LSN, Seq: p.Seq - 1}
-	}
-	if p.LSN == 0 {
-		return proto.Position{}
-	}
-	return proto.Position{LSN: p.LSN - 1, Seq: proto.MaxSeq}
-}
-
-// CursorTarget is the cursor to write once f's packs are durable: the
-// highest position in a pack, capped just below the first position still
-// pending outside f. ok is false when nothing is to be written (not
-// settled, lost, or not past the cursor): the shell then completes
-// StepCursor without a write (Done, which refuses it when lost).
-func (d *Dest[T]) CursorTarget(f *Flush[T]) (target proto.Position, ok bool) {
-	defer func() {
-		if d.p.rec != nil {
-			d.p.record(Record{Ev: EvTarget, Dest: d.Name, Out: fmt.Sprint(target, " ", ok)})
-		}
-	}()
-	if !d.p.seeded || d.p.lost {
-		// Not settled: a message pending elsewhere may sit below the
-		// target. The flush commits; a later one advances the cursor.
-		return proto.Position{}, false
-	}
-	hi := d.maxResolved
-	inJob := make(map[uint64]bool, len(f.Items))
-	for _, it := range f.Items {
-		m := it.Msg()
-		if hi.Less(m.Last) {
-			hi = m.Last
-		}
-		inJob[m.Seq] = true
-	}
-	if d.p.mut&ScalarMaxCursor == 0 {
-		for seq, s := range d.pending {
-			if inJob[seq] {
-				continue
-			}
-			lim := prev(s.First)
-			if d.p.mut&InclusiveBound != 0 {
-				lim = s.First
-			}
-			if lim.Less(hi) {
-				hi = lim
-			}
-		}
-	}
-	return hi, d.cursor.Less(hi)
-}
-
-// CursorWritten records that the cursor was written at pos (StepCursor).
-func (d *Dest[T]) CursorWritten(f *Flush[T], pos proto.Position) (err error) {
-	defer func() {
-		if d.p.rec != nil {
-			d.p.record(Record{Ev: EvWritten, Dest: d.Name, Pos: &pos, Out: errText(err)})
-		}
-	}()
-	if f.Next() != StepCursor {
-		return ErrOutOfOrder
-	}
-	if d.p.lost {
-		return ErrLost
-	}
-	if d.cursor.Less(pos) {
-		d.cursor = pos
-	}
-	f.advance()
-	return nil
-}
-
-// Commit is the ack step: live is the shell's check, right before, that
-// the lease the flush started under is still held and live. It returns the
-// messages to ack, or ok false when the ack is fenced (the shell treats
-// the partition as lost and fails the flush).
-func (d *Dest[T]) Commit(f *Flush[T], live bool) (ack []T, ok bool, err error) {
-	defer func() {
-		if d.p.rec == nil {
-			return
-		}
-		out := "fenced"
-		switch {
-		case err != nil:
-			out = err.Error()
-		case ok:
-			out = "ack " + seqs(ack)
-		}
-		d.p.record(Record{Ev: EvCommit, Dest: d.Name, Flag: live, Out: out})
-	}()
-	if f.Next() != StepAck {
-		return nil, false, ErrOutOfOrder
-	}
-	if d.p.mut&NoAckFence == 0 && (!live || d.p.lost || d.p.term != f.Term) {
-		return nil, false, nil
-	}
-	for _, it := range f.Items {
-		m := it.Msg()
-		delete(d.pending, m.Seq)
-		if d.maxResolved.Less(m.Last) {
-			d.maxResolved = m.Last
-		}
-	}
-	f.advance()
-	return f.Items, true, nil
-}
-
-// Fail applies the flush-failure rule to f: the in-flight and the live
-// buffer are discarded, their messages nak'd (nak) but kept pending until
-// redelivered, the read epoch bumped, and the destination halted on a
-// permanent failure. For a lost partition (or lost true) nothing is nak'd:
-// the victims are released and redeliver to the next owner.
-func (d *Dest[T]) Fail(f *Flush[T], permanent, lost bool) (victims []T, nak bool) {
-	defer func() {
-		if d.p.rec == nil {
-			return
-		}
-		d.p.record(Record{Ev: EvFail, Dest: d.Name, Flag: permanent, Lost: lost, Out: fmt.Sprint(nak, " ", seqs(victims))})
-	}()
-	if d.inflight == f {
-		d.inflight = nil
-	}
-	if d.p.lost || lost {
-		return f.Items, false
-	}
-	victims = f.Items
-	if d.p.mut&KeepLiveOnFailure == 0 {
-		victims = append(victims[:len(victims):len(victims)], d.live...)
-		d.live = nil
-	}
-	for _, it := range victims {
-		seq := it.Msg().Seq
-		if d.p.mut&ForgetNaked != 0 {
-			delete(d.pending, seq)
-		} else {
-			d.markNaked(seq)
-		}
-	}
-	d.p.gen++
-	d.failGen = d.p.gen
-	d.epoch++
-	if permanent {
-		d.halted = true
-	}
-	return victims, true
 }

@@ -12,7 +12,20 @@
 // logging. It is not safe for concurrent use; the shell serializes every
 // call of one partition (delivery.Manager.mu).
 //
-// The rules it holds (INVARIANTS.md rules 3 and 4):
+// A ROUTED message is a partition message: one slice per destination it
+// carries rows of (Msg.Slices), each received by its destination's Dest
+// and buffered, flushed, failed and committed there as a per-destination
+// message was. The partition tracks each message's slices (message.go):
+// it is acked only once every slice is committed or retired (Resolved.Ack
+// from the Commit of its last slice), nak'd once when its last open slice
+// is resolved and one slice was nak'd (halted, raced a failure, past the
+// deadline, held surplus, failed flush); Tracked and Settle count
+// distinct messages. Idle destinations can be forgotten (Forget) and
+// their persisted cursors loaded again (Load).
+//
+// The rules it holds (INVARIANTS.md rules 1, 3 and 4):
+//   - a message is acked only when every one of its destination slices is
+//     in a durable pack whose cursor step and pack event are done;
 //   - the cursor is prefix-complete: the highest position in a durable
 //     pack, capped just below the first position still pending (buffered,
 //     in flight in another flush, or nak'd awaiting redelivery);

@@ -30,23 +30,23 @@ type Record struct {
 
 // Events of a Record.
 const (
-	EvClaim     = "claim"
-	EvReceive   = "receive"
-	EvStart     = "start"
-	EvDone      = "done"
-	EvTarget    = "target"
-	EvWritten   = "written"
-	EvCommit    = "commit"
-	EvFail      = "fail"
-	EvSettle    = "settle"
-	EvLose      = "lose"
-	EvUnpend    = "unpend"
-	EvHoldNaked = "hold-naked"
-	EvEvict     = "evict"
-	EvResume    = "resume"
-	EvExpire    = "expire"
-	EvRenewed   = "renewed"
-	EvDrained   = "drained"
+	EvClaim   = "claim"
+	EvReceive = "receive"
+	EvStart   = "start"
+	EvDone    = "done"
+	EvTarget  = "target"
+	EvWritten = "written"
+	EvCommit  = "commit"
+	EvFail    = "fail"
+	EvSettle  = "settle"
+	EvLose    = "lose"
+	EvEvict   = "evict"
+	EvForget  = "forget"
+	EvLoad    = "load"
+	EvResume  = "resume"
+	EvExpire  = "expire"
+	EvRenewed = "renewed"
+	EvDrained = "drained"
 )
 
 // SetRecorder makes p log every event and answer to rec (nil: none),
@@ -83,6 +83,6 @@ func errText(err error) string {
 	return err.Error()
 }
 
-var verdictNames = [...]string{"buffer", "release", "nak-halted", "nak-epoch", "ack-drop", "consumed", "nak-expired"}
+var verdictNames = [...]string{"buffer", "release", "nak-halted", "nak-epoch", "ack-drop", "retired", "nak-expired", "nak-held"}
 
 func (v Verdict) String() string { return verdictNames[v] }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/binary"
+	"maps"
 	"slices"
 	"sort"
 
@@ -12,7 +13,13 @@ import (
 // model checker, which branches a state into its successors.
 func (p *Partition[T]) Clone() *Partition[T] {
 	q := *p
-	q.loaded = p.loaded // never written after NewPartition
+	q.loaded = maps.Clone(p.loaded)
+	q.npend = maps.Clone(p.npend)
+	q.tracks = make(map[uint64]*track, len(p.tracks))
+	for s, t := range p.tracks {
+		u := *t
+		q.tracks[s] = &u
+	}
 	q.order = slices.Clone(p.order)
 	q.dests = make(map[string]*Dest[T], len(p.dests))
 	for n, d := range p.dests {
@@ -69,6 +76,18 @@ func (p *Partition[T]) AppendState(b []byte, item func([]byte, T) []byte) []byte
 		b = append(b, n...)
 		b = append(b, 0)
 		b = appendPos(b, p.loaded[n])
+	}
+	tseqs := slices.Sorted(maps.Keys(p.tracks))
+	b = binary.AppendUvarint(b, uint64(len(tseqs)))
+	for _, s := range tseqs {
+		t := p.tracks[s]
+		b = binary.AppendUvarint(b, s)
+		b = append(b, byte(t.want), byte(t.seen), byte(t.open))
+		if t.naked {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
 	}
 	names = slices.Clone(p.order)
 	sort.Strings(names)

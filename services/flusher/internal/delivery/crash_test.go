@@ -127,13 +127,15 @@ func TestTenThousandDestinations(t *testing.T) {
 func publishMany(t testing.TB, e *env, n int, round int) {
 	rec := pt.Batch(nil, []pt.Row{{ID: 1, Tenant: "x", Op: proto.OpInsert, LSN: uint64(1000 + round), Seq: 1}})
 	defer rec.Release()
-	body := mustEncode(t, rec)
 	for i := 0; i < n; i++ {
 		d := fmt.Sprintf("dest%05d", i)
+		one := addDestinations(rec, []string{d})
+		body := mustEncode(t, one)
+		one.Release()
 		h := nats.Header{}
 		h.Set(proto.HeaderWire, proto.WireVersion)
 		h.Set(proto.HeaderTable, "public.items")
-		msg := &nats.Msg{Subject: proto.RoutedSubject(proto.Partition(d, e.cfg.Delivery.Partitions), d), Header: h, Data: body}
+		msg := &nats.Msg{Subject: proto.RoutedPartitionSubject(proto.Partition(d, e.cfg.Delivery.Partitions)), Header: h, Data: body}
 		if _, err := e.js.PublishMsgAsync(msg); err != nil {
 			t.Fatal(err)
 		}

@@ -55,7 +55,7 @@ func deadlineScenario(t *testing.T, noFetchDeadline bool) (buffered int64, redel
 		t.Fatal("no message fetched")
 		return nil
 	}
-	z.m.receive(e.ctx, p, fetchOne(), gen)
+	z.m.receiveGroup(e.ctx, p, []jetstream.Msg{fetchOne()}, gen)
 	buffered = z.m.Status().BufferedRows
 	if buffered > 0 {
 		return buffered, 0

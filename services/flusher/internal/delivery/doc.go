@@ -1,6 +1,7 @@
 // Package delivery is the flusher's engine: it owns ROUTED partitions
-// through fenced Postgres leases, buffers every destination's messages in
-// memory, flushes them on a worker pool as immutable packs, advances each
+// through fenced Postgres leases, splits each partition message into its
+// destinations' slices (receive.go parse), buffers every destination's
+// slices in memory, flushes them on a worker pool as immutable packs, advances each
 // destination's prefix-complete cursor under the partition lease, publishes
 // pack events and only then acks its input.
 //
@@ -39,7 +40,18 @@
 //   - Fetches use FetchMaxWait, never a FetchContext: nats.go drops the
 //     messages already sent to a fetch whose context ends, and they stay
 //     ack-pending until AckWait (this stalled 10,000-destination runs).
-//   - Pending set: every received, not-yet-acked message is tracked per
+//   - Partition messages: a message on proto.RoutedPartitionSubject holds
+//     the rows of many destinations, grouped by proto.ColDestination; each
+//     run becomes a zero-copy slice without that column (what a
+//     per-destination message carried), buffered in its destination. The
+//     core acks the message once every slice is committed (or retired) and
+//     naks it once if one slice was nak'd; the shell acks or naks the
+//     shared jetstream.Msg once (resolveLocked). Per-destination messages
+//     left from before (proto.RoutedSubject) are read as one slice.
+//   - Bounded state (idle.go): destinations idle for delivery.idle_evict
+//     leave memory; their cursors reload, one statement per fetched group,
+//     when they reappear (none are loaded at the claim).
+//   - Pending set: every received, not-yet-acked slice is tracked per
 //     destination by stream sequence and position range. A failed flush naks
 //     its messages but keeps their ranges pending (marked nak'd) until the
 //     redelivery of the same stream sequence replaces them, so the cursor
@@ -64,7 +76,8 @@
 //   - Lifecycle (lifecycle.go): paused and drained destinations are
 //     buffered, never flushed, their surplus nak'd but kept pending;
 //     draining ones flush at once and are then marked drained; retired ones
-//     flush once, then their messages are acked, discarded and unpended.
+//     flush once, then their slices are done at once (discarded, never
+//     pending), the message acked once its other slices are committed.
 //   - The brief's "drop a redelivered message at or below the cursor" is
 //     available only as the unexported knob dropRedelivered (off): with
 //     several router replicas publishing out of order and a takeover, a

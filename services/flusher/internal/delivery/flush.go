@@ -455,17 +455,19 @@ func (m *Manager) commit(job *flushJob, packs []packOut) error {
 	defer m.mu.Unlock()
 	// The lease check passed right before (checkLease, checkLeases); the
 	// core fences on the lease term the flush started under.
-	acks, ok, err := d.c.Commit(job.f, true)
+	res, ok, err := d.c.Commit(job.f, true)
 	if err != nil {
 		return fmt.Errorf("acking flush of %s: %w", d.name, err)
 	}
 	if !ok {
 		return fmt.Errorf("acking flush of %s: %w", d.name, ErrPartitionLost)
 	}
-	for _, it := range acks {
-		_ = it.msg.Ack()
+	for _, it := range job.f.Items {
 		m.releaseItemLocked(it)
 	}
+	// Acks the messages whose every slice is now committed (naks those
+	// another destination nak'd).
+	m.resolveLocked(res)
 	if len(packs) > 0 {
 		d.lastPack = packs[len(packs)-1].meta.PackID
 	}
@@ -487,21 +489,23 @@ func (m *Manager) fail(job *flushJob, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d.lastErr = err.Error()
-	victims, nak := d.c.Fail(job.f, isPermanent(err), errors.Is(err, ErrPartitionLost))
+	victims, nak, res := d.c.Fail(job.f, isPermanent(err), errors.Is(err, ErrPartitionLost))
 	if len(d.c.Live()) == 0 {
 		d.liveRows, d.liveBytes = 0, 0
 	}
 	delay := natsx.Backoff(3)
+	if isPermanent(err) {
+		delay = m.ackWait / 2
+	}
 	for _, it := range victims {
-		switch {
-		case !nak:
-		case isPermanent(err):
-			_ = it.msg.NakWithDelay(m.ackWait / 2)
-		default:
-			_ = it.msg.NakWithDelay(delay)
+		if nak {
+			it.m.delay = max(it.m.delay, delay)
 		}
 		m.releaseItemLocked(it)
 	}
+	// Naks the messages whose other slices are resolved too; the others
+	// are nak'd when they are.
+	m.resolveLocked(res)
 	if !nak {
 		return
 	}

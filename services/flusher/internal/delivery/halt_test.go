@@ -29,7 +29,7 @@ func TestBadInputHaltsOnlyItsDestination(t *testing.T) {
 	})
 	h := nats.Header{}
 	h.Set(proto.HeaderWire, proto.WireVersion)
-	if _, err := e.js.PublishMsg(e.ctx, &nats.Msg{Subject: proto.RoutedSubject(0, "poison"), Header: h, Data: []byte("not arrow")}); err != nil {
+	if _, err := e.js.PublishMsg(e.ctx, &nats.Msg{Subject: proto.RoutedPartitionSubject(0), Header: h, Data: []byte("not arrow")}); err != nil {
 		t.Fatal(err)
 	}
 	e.publish(t, "bad", []pt.Row{{ID: 1, LSN: 10, Seq: 1}})

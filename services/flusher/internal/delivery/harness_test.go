@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -134,8 +136,89 @@ func (e *env) start(t testing.TB, id string, knobs func(*Manager)) *running {
 
 var idSeq int
 
-// publish sends one ROUTED batch for dest, as the router would.
+// publish sends one ROUTED partition message holding rows of dest, as the
+// router would.
 func (e *env) publish(t testing.TB, dest string, rows []pt.Row) {
+	t.Helper()
+	e.publishParts(t, destRows{dest, rows})
+}
+
+// destRows are one destination's rows of a partition message.
+type destRows struct {
+	dest string
+	rows []pt.Row
+}
+
+// publishParts sends one ROUTED partition message holding the rows of
+// every destination in parts (one partition), grouped by destination in
+// the order given, and returns its msg id.
+func (e *env) publishParts(t testing.TB, parts ...destRows) string {
+	t.Helper()
+	var all []pt.Row
+	var dests []string
+	part := proto.Partition(parts[0].dest, e.cfg.Delivery.Partitions)
+	for _, p := range parts {
+		if q := proto.Partition(p.dest, e.cfg.Delivery.Partitions); q != part {
+			t.Fatalf("destinations %s and %s are in different partitions", parts[0].dest, p.dest)
+		}
+		for _, r := range p.rows {
+			if r.Tenant == "" {
+				r.Tenant = p.dest
+			}
+			if r.Op == 0 {
+				r.Op = proto.OpInsert
+			}
+			all = append(all, r)
+			dests = append(dests, p.dest)
+		}
+	}
+	rec := pt.Batch(nil, all)
+	defer rec.Release()
+	fp := arrowcodec.Fingerprint(rec.Schema())
+	withDest := addDestinations(rec, dests)
+	defer withDest.Release()
+	body, err := arrowcodec.Encode(withDest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	idSeq++
+	id := "test:" + strconv.Itoa(idSeq)
+	for i, r := range all {
+		e.sent[dests[i]] = append(e.sent[dests[i]], sentRow{r.ID, proto.Position{LSN: proto.LSN(r.LSN), Seq: r.Seq}})
+	}
+	e.mu.Unlock()
+	h := nats.Header{}
+	h.Set(proto.HeaderWire, proto.WireVersion)
+	h.Set(proto.HeaderTable, "public.items")
+	h.Set(proto.HeaderSchema, fp) // of the rows without the destination column
+	h.Set(proto.HeaderMsgID, proto.PartitionMsgID(id, part))
+	msg := &nats.Msg{Subject: proto.RoutedPartitionSubject(part), Header: h, Data: body}
+	if _, err := e.js.PublishMsg(e.ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// addDestinations is rec with a last column proto.ColDestination (utf8)
+// naming each row's destination.
+func addDestinations(rec arrow.RecordBatch, dests []string) arrow.RecordBatch {
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	b.AppendValues(dests, nil)
+	col := b.NewArray()
+	defer col.Release()
+	sc := rec.Schema()
+	md := sc.Metadata()
+	fields := append(slices.Clone(sc.Fields()), arrow.Field{Name: proto.ColDestination, Type: arrow.BinaryTypes.String})
+	cols := append(slices.Clone(rec.Columns()), col)
+	return array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, rec.NumRows())
+}
+
+// publishLegacy sends one per-destination ROUTED message for dest (the
+// wire before partition messages: subject sluice.routed.<p>.<dest>, no
+// destination column), as a stream written before the upgrade holds.
+func (e *env) publishLegacy(t testing.TB, dest string, rows []pt.Row) {
 	t.Helper()
 	for i := range rows {
 		if rows[i].Tenant == "" {

@@ -8,9 +8,11 @@ package delivery
 //   - paused, drained: messages are received and buffered (kept alive by
 //     the in-progress acks) but never flushed. A held buffer stops growing
 //     at the size that would trigger a flush (rows or bytes), or at a
-//     quarter of MaxAckPending messages; further messages are nak'd with a
-//     long delay and stay in the destination's pending set (marked naked),
-//     so its cursor can never pass them. Under memory pressure held
+//     quarter of MaxAckPending slices; further slices are nak'd (their
+//     message with a long delay, once its other slices are resolved: the
+//     other destinations then flush it again on redelivery) and stay in
+//     the destination's pending set (marked naked), so its cursor can
+//     never pass them. Under memory pressure held
 //     buffers are nak'd the same way (heldEvict). A held destination keeps
 //     its messages ack-pending on its partition's consumer, and so holds
 //     the partition's ack floor and the snapshot frontier (through_lsn):
@@ -19,9 +21,10 @@ package delivery
 //     something; once nothing is buffered or in flight the owner of its
 //     partition writes drained (the draining -> drained transition is the
 //     only fence it needs).
-//   - retired: what is buffered is flushed once, then every further
-//     message is acked and discarded (counted), also over a halt. Discarded
-//     messages leave the pending set, so they never hold the cursor or the
+//   - retired: what is buffered is flushed once, then every further slice
+//     is done at once and discarded (counted), also over a halt; its
+//     message is acked once its other slices are committed. Discarded
+//     slices leave the pending set, so they never hold the cursor or the
 //     partition's ack floor.
 //   - active (resumed): flushed on the normal schedule again; a buffer
 //     older than the flush interval flushes at the next evaluation.
@@ -40,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -59,8 +63,8 @@ type lifecycleMetrics struct {
 
 func newLifecycleMetrics(reg prometheus.Registerer) (*lifecycleMetrics, error) {
 	m := &lifecycleMetrics{
-		retired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_retired_messages_total", Help: "Messages of retired destinations acked and discarded."}),
-		heldNaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_held_naks_total", Help: "Messages of paused or drained destinations nak'd (with a long delay) because their buffer is full or memory is short."}),
+		retired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_retired_messages_total", Help: "Destination slices of ROUTED messages discarded because their destination is retired."}),
+		heldNaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_held_naks_total", Help: "Destination slices of paused or drained destinations nak'd (with a long delay) because their buffer is full or memory is short."}),
 	}
 	for _, c := range []prometheus.Collector{m.retired, m.heldNaks} {
 		if err := reg.Register(c); err != nil {
@@ -101,28 +105,22 @@ func (m *Manager) heldFullLocked(d *dest) bool {
 		len(d.c.Live()) >= max(m.dc.MaxAckPending/4, 1)
 }
 
-// lifecycleReceiveLocked applies d's lifecycle to a received message and
-// reports whether it consumed it (retired: acked and dropped; held and
-// full: nak'd, still pending). Otherwise the caller buffers it.
-func (m *Manager) lifecycleReceiveLocked(d *dest, it *item) bool {
+// lifecycleReceiveLocked applies d's lifecycle to a received slice (the
+// core's Receive hook): retired, the slice is done at once (discarded; the
+// message is acked once its other slices are committed); held and full,
+// it is nak'd (the core keeps it pending, so a later flush's cursor cannot
+// pass it). Otherwise (core.Buffer) the core buffers it.
+func (m *Manager) lifecycleReceiveLocked(d *dest, it *item) core.Verdict {
 	switch {
 	case d.lc == state.Retired:
-		it.rec.Release()
-		_ = it.msg.Ack()
-		d.c.Unpend(it.seq)
 		m.lcm.retired.Inc()
-		return true
+		return core.Retired
 	case m.heldLocked(d) && m.heldFullLocked(d):
-		it.rec.Release()
-		_ = it.msg.NakWithDelay(m.heldDelay())
-		if !m.noHeldPending {
-			// Stays pending, so a later flush's cursor cannot pass it.
-			d.c.HoldNaked(it.Msg())
-		}
+		it.m.delay = max(it.m.delay, m.heldDelay())
 		m.lcm.heldNaks.Inc()
-		return true
+		return core.NakHeld
 	}
-	return false
+	return core.Buffer
 }
 
 // heldEvictLocked nak's held buffers, largest first, when they take more
@@ -150,11 +148,13 @@ func (m *Manager) heldEvictLocked() {
 			break
 		}
 		bytes -= d.liveBytes
-		for _, it := range d.c.EvictLive() {
-			_ = it.msg.NakWithDelay(m.heldDelay())
+		evicted, res := d.c.EvictLive()
+		for _, it := range evicted {
+			it.m.delay = max(it.m.delay, m.heldDelay())
 			m.releaseItemLocked(it)
 			m.lcm.heldNaks.Inc()
 		}
+		m.resolveLocked(res)
 		d.liveRows, d.liveBytes = 0, 0
 		m.log.Warn("memory short: a held destination's buffer was nak'd for redelivery", "destination", d.name, "state", string(d.lc))
 	}

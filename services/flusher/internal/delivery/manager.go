@@ -35,6 +35,7 @@ var tracer = otel.Tracer("github.com/sluice-cdc/sluice/services/flusher")
 type Cursors interface {
 	Advance(ctx context.Context, l state.Lease, destination string, partition int, pos proto.Position) (bool, error)
 	Load(ctx context.Context, partition int) (map[string]proto.Position, error)
+	LoadSome(ctx context.Context, partition int, destinations []string) (map[string]proto.Position, error)
 }
 
 // Leases is what delivery needs of state.Leases.
@@ -61,9 +62,24 @@ type Deps struct {
 	States *state.DestinationStates
 }
 
-// item is one buffered ROUTED message.
+// message is one ROUTED message as the shell holds it; its destination
+// slices (items) share it. It is acked or nak'd once, when the core
+// resolves it (core.Resolved).
+type message struct {
+	msg      jetstream.Msg
+	slices   int
+	buffered int           // slices buffered or in flight (counted in part.held once)
+	touched  time.Time     // last ack-progress signal
+	delay    time.Duration // nak delay: the longest any nak'd slice asked for
+	done     bool          // acked or nak'd
+}
+
+// item is one buffered destination slice of a ROUTED message: exactly what
+// a per-destination message carried (the rows of one destination, without
+// proto.ColDestination).
 type item struct {
-	msg         jetstream.Msg
+	m           *message
+	dest        string
 	d           *dest
 	seq         uint64 // stream sequence
 	delivered   uint64
@@ -72,12 +88,11 @@ type item struct {
 	first, last proto.Position
 	rows, bytes int64
 	link        trace.Link
-	touched     time.Time // last ack-progress signal
 }
 
-// Msg is what the protocol core knows of the message.
+// Msg is what the protocol core knows of the slice.
 func (it *item) Msg() core.Msg {
-	return core.Msg{Seq: it.seq, Delivered: it.delivered, First: it.first, Last: it.last}
+	return core.Msg{Seq: it.seq, Delivered: it.delivered, First: it.first, Last: it.last, Slices: it.m.slices}
 }
 
 // dest is one destination: its protocol state in the core (live buffer,
@@ -100,6 +115,8 @@ type dest struct {
 	lastOK   time.Time
 
 	lc state.DestinationState // lifecycle (lifecycle.go)
+
+	idleSince time.Time // idle.go: when the sweep first saw it idle
 }
 
 func (d *dest) heldMsgs() int {
@@ -123,7 +140,7 @@ type part struct {
 	// acquire returned.
 	deadline, claimedAt time.Time
 	cons                jetstream.Consumer
-	held                int // unacked messages buffered or in flight
+	held                int // unacked messages with a slice buffered or in flight
 	dests               map[string]*dest
 	cancel              context.CancelFunc // stops its fetch loop
 	done                chan struct{}      // closed when the fetch loop has returned
@@ -167,7 +184,14 @@ type Manager struct {
 	states *state.DestinationStates
 	lc     *state.DestinationCache
 	lcm    *lifecycleMetrics
-	trace  *coreTrace // CoreTraceEnv; nil without
+	// idle.go: evicting idle destinations
+	im        *idleMetrics
+	lastSweep time.Time
+	// buffering are the destinations that had a live buffer since the
+	// last evaluation (pruned there): trigger evaluation is O(buffering).
+	buffering map[*dest]struct{}
+	gaugedAt  time.Time
+	trace     *coreTrace // CoreTraceEnv; nil without
 
 	// Test knobs: each switches one safety rule off (negative controls) or
 	// injects a fault the real store cannot produce on demand.
@@ -184,6 +208,7 @@ type Manager struct {
 	noGroupCommit     bool          // every flush runs alone (runFlush): the baseline
 	noPauseCheck      bool          // paused/drained destinations flush like active ones
 	noHeldPending     bool          // a held destination's nak'd surplus leaves the pending set
+	ackFirstSlice     bool          // a partition message is acked when its first slice commits
 	heldNakDelay      time.Duration
 	pauseFetch        atomic.Bool
 	fetchPausedSeen   atomic.Bool
@@ -216,7 +241,7 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 		cursors: deps.Cursors, leases: deps.Leases, log: deps.Log.With("flusher", deps.ID),
 		mem: deps.Mem, dlq: natsx.NewDeadLetter(deps.JS, "flusher"), id: deps.ID,
 		ackWait: AckWait(dc), dests: map[string]*dest{}, parts: map[int]*part{},
-		rowsTarget: int64(dc.FlushRows), states: deps.States,
+		rowsTarget: int64(dc.FlushRows), states: deps.States, buffering: map[*dest]struct{}{},
 	}
 	m.cond = sync.NewCond(&m.mu)
 	m.commitQ = make(chan *flushJob, commitQueue)
@@ -238,6 +263,9 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 		return nil, fmt.Errorf("creating flusher: %w", err)
 	}
 	if m.lcm, err = newLifecycleMetrics(deps.Metrics); err != nil {
+		return nil, fmt.Errorf("creating flusher: %w", err)
+	}
+	if m.im, err = newIdleMetrics(deps.Metrics); err != nil {
 		return nil, fmt.Errorf("creating flusher: %w", err)
 	}
 	return m, nil
@@ -262,15 +290,17 @@ func AckWait(dc config.Delivery) time.Duration {
 // ConsumerConfig is the durable consumer of partition p.
 func ConsumerConfig(dc config.Delivery, p int) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       proto.ConsumerFlusher(p),
-		Description:   fmt.Sprintf("sluice flusher, ROUTED partition %d", p),
-		FilterSubject: proto.RoutedPartitionFilter(p),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       AckWait(dc),
-		MaxAckPending: dc.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxDeliver:    -1,
-		MaxWaiting:    16,
+		Durable:     proto.ConsumerFlusher(p),
+		Description: fmt.Sprintf("sluice flusher, ROUTED partition %d", p),
+		// Partition messages, and per-destination messages left in the
+		// stream from before partition messages (one slice each).
+		FilterSubjects: []string{proto.RoutedPartitionSubject(p), proto.RoutedPartitionFilter(p)},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        AckWait(dc),
+		MaxAckPending:  dc.MaxAckPending,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MaxDeliver:     -1,
+		MaxWaiting:     16,
 	}
 }
 
@@ -419,8 +449,9 @@ func (m *Manager) dropAll() {
 // speed that up.
 func (m *Manager) dropPartLocked(p *part, nak bool) {
 	for _, it := range p.c.Lose() {
-		if nak {
-			_ = it.msg.Nak()
+		if nak && !it.m.done {
+			it.m.done = true
+			_ = it.m.msg.Nak()
 		}
 		m.releaseItemLocked(it)
 	}
@@ -437,7 +468,9 @@ func (m *Manager) releaseItemLocked(it *item) {
 		it.rec = nil
 		m.totalBytes -= it.bytes
 		m.totalRows -= it.rows
-		it.d.part.held--
+		if it.m.buffered--; it.m.buffered == 0 {
+			it.d.part.held--
+		}
 	}
 }
 
@@ -508,8 +541,9 @@ func (m *Manager) evaluate(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var candidates []*dest
-	for _, d := range m.dests {
-		if len(d.c.Live()) == 0 {
+	for d := range m.buffering {
+		if len(d.c.Live()) == 0 || m.dests[d.name] != d {
+			delete(m.buffering, d) // flushed, failed, evicted or dropped since
 			continue
 		}
 		if now.Sub(d.liveSince) >= m.dc.FlushInterval && !settling(d.part, now) {
@@ -555,7 +589,12 @@ func (m *Manager) evaluate(now time.Time) {
 			projected -= len(d.c.Live())
 		}
 	}
-	m.updateGaugesLocked()
+	m.sweepIdleLocked(now)
+	// The gauges cost O(destinations in memory): at most every 250 ms.
+	if now.Sub(m.gaugedAt) >= 250*time.Millisecond {
+		m.gaugedAt = now
+		m.updateGaugesLocked()
+	}
 }
 
 // keepAlive sends in-progress acks for messages held longer than half of
@@ -579,9 +618,10 @@ func (m *Manager) keepAlive(ctx context.Context) {
 				items = append(slices.Clip(items), f.Items...)
 			}
 			for _, it := range items {
-				if now.Sub(it.touched) >= m.ackWait/2 {
-					it.touched = now
-					touch = append(touch, it.msg)
+				// Once per message, whatever the number of its slices.
+				if now.Sub(it.m.touched) >= m.ackWait/2 {
+					it.m.touched = now
+					touch = append(touch, it.m.msg)
 				}
 			}
 		}
@@ -603,7 +643,7 @@ func (m *Manager) mutants() core.Mutant {
 		{m.scalarMaxCursor, core.ScalarMaxCursor}, {m.keepLiveOnFailure, core.KeepLiveOnFailure},
 		{m.forgetNaked, core.ForgetNaked}, {m.noEpochCheck, core.NoEpochCheck},
 		{m.dropRedelivered, core.DropRedelivered}, {m.noAckFence, core.NoAckFence}, {m.noSettle, core.SeedAtClaim},
-		{m.noFetchDeadline, core.NoFetchDeadline},
+		{m.noFetchDeadline, core.NoFetchDeadline}, {m.noHeldPending, core.ForgetHeld}, {m.ackFirstSlice, core.AckFirstSlice},
 	} {
 		if k.on {
 			mut |= k.m

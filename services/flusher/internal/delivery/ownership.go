@@ -233,11 +233,8 @@ func (m *Manager) claim(ctx context.Context, id int, quiet bool, listed time.Tim
 		return false, err
 	}
 	claimedAt := time.Now()
-	loaded, err := m.cursors.Load(ctx, id)
-	if err != nil {
-		_ = m.leases.Release(ctx, l)
-		return false, fmt.Errorf("seeding partition %d cursors: %w", id, err)
-	}
+	// Cursors load when their destinations appear (idle.go loadCursors),
+	// not all at the claim: memory is for the active destinations.
 	cons, err := m.js.Consumer(ctx, proto.StreamRouted, proto.ConsumerFlusher(id))
 	if err != nil {
 		cons, err = m.js.CreateOrUpdateConsumer(ctx, proto.StreamRouted, ConsumerConfig(m.dc, id))
@@ -247,7 +244,7 @@ func (m *Manager) claim(ctx context.Context, id int, quiet bool, listed time.Tim
 		return false, fmt.Errorf("opening consumer of partition %d: %w", id, err)
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	p := &part{id: id, lease: l, c: core.NewPartition[*item](id, l.Term, loaded, m.mutants()), cons: cons,
+	p := &part{id: id, lease: l, c: core.NewPartition[*item](id, l.Term, nil, m.mutants()), cons: cons,
 		dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{}),
 		deadline: start.Add(m.leaseBudget()), claimedAt: claimedAt}
 	if m.trace != nil {
@@ -260,7 +257,7 @@ func (m *Manager) claim(ctx context.Context, id int, quiet bool, listed time.Tim
 	m.parts[id] = p
 	m.m.ownedPartitions.Set(float64(len(m.parts)))
 	m.mu.Unlock()
-	m.log.Info("partition claimed", "partition", id, "term", l.Term, "cursors", len(loaded))
+	m.log.Info("partition claimed", "partition", id, "term", l.Term)
 	m.fetchers.Add(1)
 	go func() { defer m.fetchers.Done(); m.fetchLoop(fctx, p) }()
 	return true, nil

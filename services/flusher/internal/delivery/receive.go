@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -105,8 +106,24 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 			}
 			continue
 		}
-		for msg := range batch.Messages() {
-			m.receive(ctx, p, msg, gen)
+		// Messages already arrived are received as one group: the cursors
+		// of their new destinations load in one statement.
+		msgs := batch.Messages()
+		for msg := range msgs {
+			group := []jetstream.Msg{msg}
+		more:
+			for len(group) < fetchBatch {
+				select {
+				case x, ok := <-msgs:
+					if !ok {
+						break more
+					}
+					group = append(group, x)
+				default:
+					break more
+				}
+			}
+			m.receiveGroup(ctx, p, group, gen)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil &&
 			!errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
@@ -115,56 +132,130 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 	}
 }
 
-// parse decodes one ROUTED message into an item (without its dest).
-func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) (string, *item, error) {
-	part, name, err := proto.ParseRoutedSubject(msg.Subject())
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
-	}
-	if part != p.id {
-		return "", nil, fmt.Errorf("%w: subject %s is not in partition %d", ErrBadMessage, msg.Subject(), p.id)
+// parse decodes one ROUTED message into its destination slices (items,
+// without their dest): a partition message (proto.RoutedPartitionSubject)
+// has one per run of proto.ColDestination, each a zero-copy slice of the
+// decoded batch without that column, so each is exactly what a
+// per-destination message carried; a per-destination message
+// (proto.RoutedSubject, from before partition messages) is one slice.
+func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) ([]*item, error) {
+	legacy := "" // the destination of a per-destination message
+	if msg.Subject() != proto.RoutedPartitionSubject(p.id) {
+		part, name, err := proto.ParseRoutedSubject(msg.Subject())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+		}
+		if part != p.id {
+			return nil, fmt.Errorf("%w: subject %s is not in partition %d", ErrBadMessage, msg.Subject(), p.id)
+		}
+		legacy = name
 	}
 	h := msg.Headers()
 	if err := proto.CheckWire(h.Get(proto.HeaderWire)); err != nil {
-		return "", nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+		return nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
 	}
 	rec, err := arrowcodec.Decode(msg.Data(), m.mem)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+		return nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
 	}
-	it := &item{msg: msg, rec: rec, rows: rec.NumRows(), touched: time.Now()}
-	it.table = h.Get(proto.HeaderTable)
-	if it.table == "" {
-		it.table, _ = rec.Schema().Metadata().GetValue(proto.MetaTable)
+	defer rec.Release()
+	table := h.Get(proto.HeaderTable)
+	if table == "" {
+		table, _ = rec.Schema().Metadata().GetValue(proto.MetaTable)
 	}
-	if err := proto.ValidateTable(it.table); err != nil {
-		rec.Release()
-		return "", nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+	if err := proto.ValidateTable(table); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
 	}
-	it.fp = h.Get(proto.HeaderSchema)
-	if it.fp == "" {
-		it.fp = arrowcodec.Fingerprint(rec.Schema())
+	var runs []proto.DestinationRun
+	var sc *arrow.Schema
+	col := -1
+	if legacy != "" {
+		if len(rec.Schema().FieldIndices(proto.ColDestination)) > 0 {
+			return nil, fmt.Errorf("%w: per-destination message %s carries %s", ErrBadMessage, msg.Subject(), proto.ColDestination)
+		}
+		runs, sc = []proto.DestinationRun{{Destination: legacy, Lo: 0, Hi: rec.NumRows()}}, rec.Schema()
+	} else {
+		if runs, col, err = proto.DestinationRuns(rec); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+		}
+		if len(runs) == 0 {
+			return nil, fmt.Errorf("%w: empty partition message", ErrBadMessage)
+		}
+		sc = withoutField(rec.Schema(), col)
 	}
-	if it.first, it.last, err = positions(rec); err != nil {
-		rec.Release()
-		return "", nil, err
+	fp := h.Get(proto.HeaderSchema)
+	if fp == "" {
+		fp = arrowcodec.Fingerprint(sc)
 	}
-	it.bytes = int64(len(msg.Data())) + msgOverhead + colOverhead*rec.NumCols()
+	// The message's counted bytes (as a per-destination message was
+	// counted), shared out among its slices by rows: the slices share the
+	// decoded buffers, freed when the last is released.
+	total := int64(len(msg.Data())) + msgOverhead + colOverhead*rec.NumCols()
 	for _, c := range rec.Columns() {
 		for _, b := range c.Data().Buffers() {
 			if b != nil {
-				it.bytes += int64(b.Len())
+				total += int64(b.Len())
 			}
 		}
 	}
+	shared := &message{msg: msg, slices: len(runs), touched: time.Now()}
+	var seq, delivered uint64
 	if meta, err := msg.Metadata(); err == nil {
-		it.seq, it.delivered = meta.Sequence.Stream, meta.NumDelivered
+		seq, delivered = meta.Sequence.Stream, meta.NumDelivered
 	}
-	sc := trace.SpanContextFromContext(natsotel.Extract(ctx, h))
-	if sc.IsValid() {
-		it.link = trace.Link{SpanContext: sc}
+	var link trace.Link
+	if sc := trace.SpanContextFromContext(natsotel.Extract(ctx, h)); sc.IsValid() {
+		link = trace.Link{SpanContext: sc}
 	}
-	return name, it, nil
+	its := make([]*item, 0, len(runs))
+	release := func() {
+		for _, it := range its {
+			it.rec.Release()
+		}
+	}
+	left, rows := total, rec.NumRows()
+	for k, r := range runs {
+		it := &item{m: shared, dest: r.Destination, seq: seq, delivered: delivered, table: table, fp: fp, link: link, rows: r.Hi - r.Lo}
+		it.rec = sliceOf(rec, sc, col, r.Lo, r.Hi)
+		its = append(its, it)
+		if it.first, it.last, err = positions(it.rec); err != nil {
+			release()
+			return nil, err
+		}
+		it.bytes = total * it.rows / max(rows, 1)
+		if k == len(runs)-1 {
+			it.bytes = left
+		}
+		left -= it.bytes
+	}
+	return its, nil
+}
+
+// withoutField is sc without field i (metadata kept).
+func withoutField(sc *arrow.Schema, i int) *arrow.Schema {
+	md := sc.Metadata()
+	return arrow.NewSchema(slices.Delete(slices.Clone(sc.Fields()), i, i+1), &md)
+}
+
+// sliceOf is rows [lo, hi) of rec as a batch of schema sc, without column
+// col (-1: none), sharing rec's buffers.
+func sliceOf(rec arrow.RecordBatch, sc *arrow.Schema, col int, lo, hi int64) arrow.RecordBatch {
+	if col < 0 && lo == 0 && hi == rec.NumRows() {
+		rec.Retain()
+		return rec
+	}
+	cols := make([]arrow.Array, 0, rec.NumCols())
+	for i, c := range rec.Columns() {
+		if i == col {
+			continue
+		}
+		cols = append(cols, array.NewSlice(c, lo, hi))
+	}
+	out := array.NewRecordBatch(sc, cols, hi-lo)
+	for _, c := range cols {
+		c.Release()
+	}
+	return out
 }
 
 func positions(rec arrow.RecordBatch) (first, last proto.Position, err error) {
@@ -190,68 +281,92 @@ func positions(rec arrow.RecordBatch) (first, last proto.Position, err error) {
 	return first, last, nil
 }
 
-// receive buffers one message. gen is the failure generation read before
-// the fetch that returned it (the read epoch).
-func (m *Manager) receive(ctx context.Context, p *part, msg jetstream.Msg, gen uint64) {
-	name, it, err := m.parse(ctx, p, msg)
-	if err != nil {
-		m.deadLetter(ctx, msg, err)
-		return
-	}
+// receiveItems gives the core every slice of one message, under one hold
+// of the lock, and acks or naks the message as the core resolves it. gen
+// is the failure generation read before the fetch that returned it (the
+// read epoch).
+func (m *Manager) receiveItems(p *part, its []*item, gen uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p.c.Lost() {
-		it.rec.Release() // not acked: redelivers to the new owner
+		for _, it := range its {
+			it.rec.Release() // not acked: redelivers to the new owner
+		}
 		return
 	}
 	m.checkDeadlineLocked(p)
-	d := m.destLocked(p, name)
-	switch d.c.Receive(it, gen, func() bool { return m.lifecycleReceiveLocked(d, it) }) {
-	case core.Release:
-		it.rec.Release()
-		return
-	case core.Consumed: // lifecycle: retired or held and full
-		return
-	case core.NakHalted:
-		it.rec.Release()
-		_ = msg.NakWithDelay(m.ackWait / 2)
-		return
-	case core.NakEpoch:
-		// The fetch raced a failed flush of this destination: discard the
-		// read as if it never happened; the message redelivers.
-		it.rec.Release()
-		_ = msg.Nak()
-		m.m.discarded.Inc()
-		return
-	case core.AckDrop:
-		it.rec.Release()
-		_ = msg.Ack()
-		return
-	case core.NakExpired:
-		// Fetched past the local lease deadline: another replica may own
-		// the partition now. Kept pending as nak'd by the core.
-		it.rec.Release()
-		_ = msg.Nak()
-		m.m.discarded.Inc()
-		return
+	var res core.Resolved[*item]
+	for _, it := range its {
+		d := m.destLocked(p, it.dest)
+		v, rs := d.c.Receive(it, gen, func() core.Verdict { return m.lifecycleReceiveLocked(d, it) })
+		res.Ack, res.Nak = append(res.Ack, rs.Ack...), append(res.Nak, rs.Nak...)
+		if v != core.Buffer {
+			it.rec.Release()
+			it.rec = nil
+		}
+		switch v {
+		case core.Buffer:
+			m.bufferedLocked(p, d, it)
+		case core.NakHalted:
+			it.m.delay = max(it.m.delay, m.ackWait/2)
+		case core.NakEpoch, core.NakExpired:
+			// The fetch raced a failed flush of this destination, or came
+			// past the local lease deadline (another replica may own the
+			// partition now): discarded as if never read, kept pending as
+			// nak'd by the core; the message redelivers.
+			m.m.discarded.Inc()
+		}
 	}
+	m.resolveLocked(res)
+}
+
+// bufferedLocked accounts a slice the core buffered in d.
+func (m *Manager) bufferedLocked(p *part, d *dest, it *item) {
 	if it.delivered > 1 {
 		m.m.redelivered.Inc()
 	}
 	it.d = d
+	d.idleSince = time.Time{}
 	if len(d.c.Live()) == 1 {
 		d.liveSince = time.Now()
+		m.buffering[d] = struct{}{}
 	}
 	d.liveRows += it.rows
 	d.liveBytes += it.bytes
 	m.totalRows += it.rows
 	m.totalBytes += it.bytes
-	p.held++
+	if it.m.buffered == 0 {
+		p.held++ // messages, as the consumer's max_ack_pending counts them
+	}
+	it.m.buffered++
 	switch {
 	case d.liveRows >= m.rowsTarget:
 		m.enqueueLocked(d, "rows")
 	case d.liveBytes >= int64(m.dc.FlushBytes):
 		m.enqueueLocked(d, "bytes")
+	}
+}
+
+// resolveLocked acks or naks, once each, the messages the core resolved:
+// acked when every slice is committed or retired, nak'd (with the longest
+// delay any of its slices asked for) when one was nak'd.
+func (m *Manager) resolveLocked(res core.Resolved[*item]) {
+	for _, it := range res.Ack {
+		if !it.m.done {
+			it.m.done = true
+			_ = it.m.msg.Ack()
+		}
+	}
+	for _, it := range res.Nak {
+		if it.m.done {
+			continue
+		}
+		it.m.done = true
+		if it.m.delay > 0 {
+			_ = it.m.msg.NakWithDelay(it.m.delay)
+		} else {
+			_ = it.m.msg.Nak()
+		}
 	}
 }
 

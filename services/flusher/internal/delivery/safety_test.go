@@ -148,7 +148,7 @@ func failureScenario(t *testing.T, unsafe bool) []error {
 		return p.c.Gen() > gen // the failure bumped the read epoch
 	})
 	// The raced read lands now.
-	r.m.receive(context.Background(), p, b, gen)
+	r.m.receiveGroup(context.Background(), p, []jetstream.Msg{b}, gen)
 	r.m.mu.Lock()
 	buffered := len(r.m.dests["d"].c.Live())
 	r.m.enqueueLocked(r.m.dests["d"], "test")

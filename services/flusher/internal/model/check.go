@@ -37,7 +37,7 @@ func encode(b []byte, s *state, perm []int) []byte {
 	for _, m := range s.msgs {
 		b = append(b, m.change, m.status, m.deliv, mapH(m.holder))
 	}
-	b = append(b, 0xff, s.published, s.durable, s.events, mapH(s.holder), s.crashes, s.expiries, s.failures)
+	b = append(b, 0xff, s.published, byte(s.durable), byte(s.durable>>8), byte(s.events), byte(s.events>>8), mapH(s.holder), s.crashes, s.expiries, s.failures)
 	if s.live {
 		b = append(b, 1)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 )
@@ -71,7 +72,7 @@ var errNoFlush = errors.New("no flush in flight")
 func replay(p *core.Partition[ritem], rec core.Record) error {
 	var d *core.Dest[ritem]
 	var f *core.Flush[ritem]
-	if rec.Dest != "" {
+	if rec.Dest != "" && rec.Ev != core.EvForget {
 		d = p.Dest(rec.Dest)
 		f = d.Inflight()
 	}
@@ -92,8 +93,15 @@ func replay(p *core.Partition[ritem], rec core.Record) error {
 		if err := needMsg(); err != nil {
 			return err
 		}
-		consumed := rec.Out == core.Consumed.String()
-		d.Receive(ritem(*rec.Msg), rec.Gen, func() bool { return consumed })
+		// The lifecycle hook's answer is the shell's (its states are not
+		// the protocol's); the rest of the answer is the core's.
+		hv := core.Buffer
+		for _, v := range []core.Verdict{core.Retired, core.NakHeld} {
+			if verdict, _, _ := strings.Cut(rec.Out, ";"); verdict == v.String() {
+				hv = v
+			}
+		}
+		d.Receive(ritem(*rec.Msg), rec.Gen, func() core.Verdict { return hv })
 	case core.EvStart:
 		d.StartFlush()
 	case core.EvDone:
@@ -128,16 +136,10 @@ func replay(p *core.Partition[ritem], rec core.Record) error {
 		p.Settle(rec.N)
 	case core.EvLose:
 		p.Lose()
-	case core.EvUnpend:
-		if err := needMsg(); err != nil {
-			return err
-		}
-		d.Unpend(rec.Msg.Seq)
-	case core.EvHoldNaked:
-		if err := needMsg(); err != nil {
-			return err
-		}
-		d.HoldNaked(*rec.Msg)
+	case core.EvForget:
+		p.Forget(rec.Dest)
+	case core.EvLoad:
+		p.Load(rec.Loaded)
 	case core.EvEvict:
 		d.EvictLive()
 	case core.EvResume:

@@ -8,11 +8,37 @@ import (
 	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 )
 
-// Change is one change the routers publish to the partition: its position
-// (1, 2, ...: the LSN) and its destination.
+// Change is one ROUTED message the routers publish to the partition: its
+// position (1, 2, ...: the LSN) and the destinations it carries a slice
+// of (a partition message; one destination: a per-destination message).
 type Change struct {
-	Pos  int
-	Dest int
+	Pos   int
+	Dests []int
+}
+
+// slice is the bit of change ch's slice of destination d in the durable
+// and events sets.
+func (c Config) slice(ch, d int) uint16 { return 1 << (ch*c.Dests + d) }
+
+// has reports whether change ch carries a slice of destination d.
+func (ch Change) has(d int) bool {
+	for _, e := range ch.Dests {
+		if e == d {
+			return true
+		}
+	}
+	return false
+}
+
+func (c Config) destNames(ch Change) string {
+	out := ""
+	for i, d := range ch.Dests {
+		if i > 0 {
+			out += "+"
+		}
+		out += c.destName(d)
+	}
+	return out
 }
 
 // Config is one configuration to explore.
@@ -36,15 +62,15 @@ type Config struct {
 
 func (c Config) destName(d int) string { return "d" + string(rune('0'+d)) }
 
-// item is a buffered message as the model's shell holds it.
+// item is a buffered slice as the model's shell holds it.
 type item struct {
 	seq, deliv, change uint8
-	pos                uint8
+	pos, dest, slices  uint8
 }
 
 func (it item) Msg() core.Msg {
 	p := proto.Position{LSN: proto.LSN(it.pos), Seq: 1}
-	return core.Msg{Seq: uint64(it.seq), Delivered: uint64(it.deliv), First: p, Last: p}
+	return core.Msg{Seq: uint64(it.seq), Delivered: uint64(it.deliv), First: p, Last: p, Slices: int(it.slices)}
 }
 
 func encItem(b []byte, it item) []byte { return append(b, it.seq, it.deliv) }
@@ -84,9 +110,9 @@ const (
 // state is one global state.
 type state struct {
 	msgs      []msg
-	published uint8 // changes published to ROUTED (bit per change)
-	durable   uint8 // changes in a durable pack (of their destination)
-	events    uint8 // changes in a pack whose event is on PACKS
+	published uint8  // changes published to ROUTED (bit per change)
+	durable   uint16 // slices in a durable pack (Config.slice)
+	events    uint16 // slices in a pack whose event is on PACKS
 	cursor    []proto.Position
 	term      int64
 	holder    int8
@@ -167,9 +193,9 @@ func (s *state) describe(c Config) string {
 			}
 		}
 		ch := c.Changes[m.change]
-		fmt.Fprintf(&b, " [#%d c%d pos %d->%s %s x%d]", i+1, m.change, ch.Pos, c.destName(ch.Dest), st, m.deliv)
+		fmt.Fprintf(&b, " [#%d c%d pos %d->%s %s x%d]", i+1, m.change, ch.Pos, c.destNames(ch), st, m.deliv)
 	}
-	fmt.Fprintf(&b, "; durable %s events %s", bits(s.durable), bits(s.events))
+	fmt.Fprintf(&b, "; durable %s events %s", c.bits(s.durable), c.bits(s.events))
 	return b.String()
 }
 
@@ -183,11 +209,13 @@ func holderName(h int8) string {
 	return "R" + string(rune('A'+h))
 }
 
-func bits(v uint8) string {
+func (c Config) bits(v uint16) string {
 	var out []string
-	for i := 0; i < 8; i++ {
-		if v&(1<<i) != 0 {
-			out = append(out, fmt.Sprintf("c%d", i))
+	for ch := range c.Changes {
+		for d := 0; d < c.Dests; d++ {
+			if v&c.slice(ch, d) != 0 {
+				out = append(out, fmt.Sprintf("c%d/%s", ch, c.destName(d)))
+			}
 		}
 	}
 	return "{" + strings.Join(out, ",") + "}"

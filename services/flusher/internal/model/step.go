@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
@@ -35,16 +36,6 @@ type action struct {
 }
 
 const maxDeliv = 2 // delivery counts above 2 behave alike (only > 1 matters)
-
-func (c Config) destBit(d int) uint8 {
-	var b uint8
-	for i, ch := range c.Changes {
-		if ch.Dest == d {
-			b |= 1 << i
-		}
-	}
-	return b
-}
 
 func pos(p int) proto.Position { return proto.Position{LSN: proto.LSN(p), Seq: 1} }
 
@@ -228,7 +219,7 @@ func applyEvent(c Config, s *state, a action, note func(string)) string {
 		ch := c.Changes[a.a]
 		s.published |= 1 << a.a
 		s.msgs = append(s.msgs, msg{change: uint8(a.a), holder: -1})
-		say("a router publishes c%d (pos %d -> %s) as ROUTED #%d", a.a, ch.Pos, c.destName(ch.Dest), len(s.msgs))
+		say("a router publishes c%d (pos %d -> %s) as ROUTED #%d", a.a, ch.Pos, c.destNames(ch), len(s.msgs))
 	case aExpireLease:
 		s.live = false
 		s.expiries++
@@ -279,15 +270,18 @@ func applyEvent(c Config, s *state, a action, note func(string)) string {
 			m.deliv++
 		}
 		ch := c.Changes[m.change]
-		it := item{seq: uint8(a.a + 1), deliv: m.deliv, change: m.change, pos: uint8(ch.Pos)}
-		d := p.Dest(c.destName(ch.Dest))
-		v := d.Receive(it, p.Gen(), nil)
-		say("%s is delivered #%d (c%d pos %d -> %s, delivery %d): %s", rn, a.a+1, m.change, ch.Pos, c.destName(ch.Dest), m.deliv, verdictName(v))
-		switch v {
-		case core.NakHalted, core.NakEpoch, core.NakExpired:
-			s.nak(r, it.seq)
-		case core.AckDrop:
-			m.status = msgAcked
+		// The shell receives every slice of a message under one lock.
+		var verdicts []string
+		var res core.Resolved[item]
+		for _, di := range ch.Dests {
+			it := item{seq: uint8(a.a + 1), deliv: m.deliv, change: m.change, pos: uint8(ch.Pos), dest: uint8(di), slices: uint8(len(ch.Dests))}
+			v, rs := p.Dest(c.destName(di)).Receive(it, p.Gen(), nil)
+			verdicts = append(verdicts, c.destName(di)+" "+verdictName(v))
+			res.Ack, res.Nak = append(res.Ack, rs.Ack...), append(res.Nak, rs.Nak...)
+		}
+		say("%s is delivered #%d (c%d pos %d -> %s, delivery %d): %s%s", rn, a.a+1, m.change, ch.Pos, c.destNames(ch), m.deliv, strings.Join(verdicts, ", "), resolvedText(res))
+		if v := s.resolved(r, res, true); v != "" {
+			return v
 		}
 	case aStart:
 		d := p.Lookup(c.destName(int(a.d)))
@@ -298,13 +292,9 @@ func applyEvent(c Config, s *state, a action, note func(string)) string {
 		f := d.Inflight()
 		s.failures++
 		step := f.Next()
-		victims, nak := d.Fail(f, false, false)
-		if nak {
-			for _, it := range victims {
-				s.nak(r, it.seq)
-			}
-		}
-		say("%s: %s of %s fails; nak'd %s", rn, step, d.Name, items(victims))
+		victims, _, res := d.Fail(f, false, false)
+		say("%s: %s of %s fails; discarded %s%s", rn, step, d.Name, items(victims), resolvedText(res))
+		return s.resolved(r, res, true)
 	case aStep:
 		return s.step(c, r, p, p.Lookup(c.destName(int(a.d))), say)
 	}
@@ -314,9 +304,9 @@ func applyEvent(c Config, s *state, a action, note func(string)) string {
 func (s *state) step(c Config, r int, p *core.Partition[item], d *core.Dest[item], say func(string, ...any)) string {
 	rn := holderName(int8(r))
 	f := d.Inflight()
-	var bitsOf uint8
+	var bitsOf uint16
 	for _, it := range f.Items {
-		bitsOf |= 1 << it.change
+		bitsOf |= c.slice(int(it.change), int(it.dest))
 	}
 	switch f.Next() {
 	case core.StepWrite:
@@ -347,7 +337,7 @@ func (s *state) step(c Config, r int, p *core.Partition[item], d *core.Dest[item
 		// cursor is in a durable pack.
 		for _, m := range s.msgs {
 			ch := c.Changes[m.change]
-			if ch.Dest == di && m.deliv > 0 && !target.Less(pos(ch.Pos)) && s.durable&(1<<m.change) == 0 {
+			if ch.has(di) && m.deliv > 0 && !target.Less(pos(ch.Pos)) && s.durable&c.slice(int(m.change), di) == 0 {
 				return fmt.Sprintf("cursor not prefix-complete: %s writes %s=%s past c%d (pos %d), delivered but in no durable pack", rn, d.Name, target, m.change, ch.Pos)
 			}
 		}
@@ -363,7 +353,7 @@ func (s *state) step(c Config, r int, p *core.Partition[item], d *core.Dest[item
 		say("%s writes cursor %s=%s", rn, d.Name, target)
 	case core.StepAck:
 		live := s.holds(r, p)
-		acks, ok, err := d.Commit(f, live)
+		res, ok, err := d.Commit(f, live)
 		if err != nil {
 			return "core refused its own ack step: " + err.Error()
 		}
@@ -373,13 +363,11 @@ func (s *state) step(c Config, r int, p *core.Partition[item], d *core.Dest[item
 			d.Fail(f, false, true)
 			return ""
 		}
-		if !live {
-			return fmt.Sprintf("a fenced replica acked: %s acks %s without the live lease", rn, items(acks))
+		if !live && len(res.Ack) > 0 {
+			return fmt.Sprintf("a fenced replica acked: %s acks %s without the live lease", rn, items(res.Ack))
 		}
-		for _, it := range acks {
-			s.msgs[it.seq-1].status = msgAcked
-		}
-		say("%s checks its lease and acks %s", rn, items(acks))
+		say("%s checks its lease and commits %s of %s%s", rn, items(f.Items), d.Name, resolvedText(res))
+		return s.resolved(r, res, live)
 	}
 	return ""
 }
@@ -398,24 +386,54 @@ func (s *state) done(r int, d *core.Dest[item], f *core.Flush[item], st core.Ste
 	return ""
 }
 
-// checkState checks the rules that hold in every state.
+// resolved performs the core's resolution of messages by replica r: ack
+// (only with the live lease, which the caller checked) or nak, once each.
+func (s *state) resolved(r int, res core.Resolved[item], live bool) string {
+	for _, it := range res.Ack {
+		m := &s.msgs[it.seq-1]
+		if m.status == msgAcked {
+			return fmt.Sprintf("message acked twice: #%d", it.seq)
+		}
+		m.status = msgAcked
+	}
+	for _, it := range res.Nak {
+		s.nak(r, it.seq)
+	}
+	return ""
+}
+
+func resolvedText(res core.Resolved[item]) string {
+	out := ""
+	if len(res.Ack) > 0 {
+		out += "; acks " + items(res.Ack)
+	}
+	if len(res.Nak) > 0 {
+		out += "; naks " + items(res.Nak)
+	}
+	return out
+}
+
+// checkState checks the rules that hold in every state: every acked
+// message has every slice in a durable pack whose event is published.
 func checkState(c Config, s *state) string {
 	for i, m := range s.msgs {
 		if m.status != msgAcked {
 			continue
 		}
-		if s.durable&(1<<m.change) == 0 {
-			return fmt.Sprintf("acked change lost: #%d (c%d) acked but in no durable pack", i+1, m.change)
-		}
-		if s.events&(1<<m.change) == 0 {
-			return fmt.Sprintf("acked before its pack event: #%d (c%d) acked (the partition's ack floor moves past it, and with it through_lsn) but no pack event holds it", i+1, m.change)
+		for _, d := range c.Changes[m.change].Dests {
+			if s.durable&c.slice(int(m.change), d) == 0 {
+				return fmt.Sprintf("acked change lost: #%d (c%d) acked but its slice of %s is in no durable pack", i+1, m.change, c.destName(d))
+			}
+			if s.events&c.slice(int(m.change), d) == 0 {
+				return fmt.Sprintf("acked before its pack event: #%d (c%d) acked (the partition's ack floor moves past it, and with it through_lsn) but no pack event holds its slice of %s", i+1, m.change, c.destName(d))
+			}
 		}
 	}
 	return ""
 }
 
 func verdictName(v core.Verdict) string {
-	return [...]string{"buffered", "released (partition lost)", "nak'd (halted)", "nak'd (raced a failure)", "acked without a flush (at or below the cursor)", "taken by the lifecycle", "nak'd (past the lease deadline)"}[v]
+	return [...]string{"buffered", "released (partition lost)", "nak'd (halted)", "nak'd (raced a failure)", "done without a flush (at or below the cursor)", "retired", "nak'd (past the lease deadline)", "nak'd (held)"}[v]
 }
 
 func items(its []item) string {
