@@ -193,6 +193,7 @@ type Manager struct {
 	fetchPausedSeen   atomic.Bool
 	ackUnwritten      bool                                    // a failed segment write counts as durable (negative control of the write rule)
 	putFault          func(path string, dests []string) error // dests: the destinations the file holds, in row order
+	encodeFault       func(dests []string) error              // a segment encoding failure (rows the encoder refuses cannot reach it: receive and resolve refuse them first)
 	advanceFault      func(dest string) error
 	beforeAck         func(dest string)
 	beforeGroup       func() // the committer took a group's first flush, before it takes the others

@@ -170,8 +170,15 @@ func releaseParts(parts []resolvedPart) {
 func (m *Manager) encodeSegment(table, fp string, parts []packstore.SegmentPart) (*segment, error) {
 	meta := packstore.SegmentMeta{PackID: m.newSegmentID(), StoreID: m.store.ID(), Table: table, Schema: fp}
 	data, entries, err := packstore.EncodeSegment(parts, meta)
+	if err == nil && m.encodeFault != nil {
+		err = m.encodeFault(entryDests(entries))
+	}
 	if err != nil {
 		return nil, permanentErr{fmt.Errorf("encoding segment of %s: %w", table, err)}
+	}
+	// The footer read back, as the indexer will read it.
+	if _, _, err := packstore.ReadPackMeta(data); err != nil {
+		return nil, permanentErr{fmt.Errorf("re-reading the footer of segment %s of %s: %w", meta.PackID, table, err)}
 	}
 	path := meta.Path()
 	if path == "" {

@@ -331,3 +331,40 @@ func TestGroupCommitOneSegmentWithoutBatchPut(t *testing.T) {
 		}
 	}
 }
+
+// A segment that fails to encode is encoded one destination at a time:
+// only the destination whose rows fail halts (an encoding failure is
+// permanent), the others commit in segments of their own.
+func TestSegmentEncodeFailureOfOneDestination(t *testing.T) {
+	const n = 6
+	e := newEnv(t, func(c *cfgpkg.Config) { c.Delivery.Partitions = 1 })
+	var g *groupGate
+	r := e.start(t, "a", func(m *Manager) {
+		g = holdGroup(t, m, n)
+		// A fake encoder fault: rows EncodeSegment refuses are refused
+		// earlier (receive, resolve), so the real encoder cannot be made
+		// to fail on demand.
+		m.encodeFault = func(dests []string) error {
+			if slices.Contains(dests, "g002") {
+				return errors.New("injected encoding failure")
+			}
+			return nil
+		}
+	})
+	groupDests(t, e, r, g)
+	waitFor(t, 20*time.Second, "flushes ended", func() bool {
+		return testutilValue(r.m, "ok") == n-1 && testutilValue(r.m, "failed") == 1
+	})
+	if files := e.segmentFiles(t); len(files) != n-1 {
+		t.Fatalf("%d files, want %d one-destination segments", len(files), n-1)
+	}
+	st := r.m.Status()
+	for _, ds := range st.Destinations {
+		if halted := ds.State == StateHalted; halted != (ds.Destination == "g002") {
+			t.Fatalf("%s: state %s", ds.Destination, ds.State)
+		}
+	}
+	if len(e.packed(t, "g002")) != 0 || !e.cursor(t, "g002").IsZero() || e.cursor(t, "g005").IsZero() {
+		t.Fatal("the failed destination landed, or a healthy one did not")
+	}
+}
