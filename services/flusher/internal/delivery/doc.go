@@ -1,7 +1,6 @@
 // Package delivery is the flusher's engine: it owns ROUTED partitions
 // through fenced Postgres leases, buffers every destination's messages in
-// memory, flushes them on a worker pool as immutable segments (one file per
-// table per group commit, holding every destination flushed), advances each
+// memory, flushes them on a worker pool as immutable packs, advances each
 // destination's prefix-complete cursor under the partition lease, publishes
 // pack events and only then acks its input.
 //
