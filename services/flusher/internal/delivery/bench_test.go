@@ -18,8 +18,8 @@ import (
 
 // BenchmarkFanout measures the flush fan-out: N destinations with one
 // message each are buffered, then flushed at once by 8 workers; it reports
-// destination flushes per second, rows per second, and peak heap and RSS
-// against the memory budget.
+// destination flushes per second, rows per second, files (segments)
+// written per second, and peak heap and RSS against the memory budget.
 //
 //	go test -run XXX -bench Fanout -benchtime 1x ./services/flusher/internal/delivery/
 func BenchmarkFanout(b *testing.B) {
@@ -72,6 +72,7 @@ func benchFanout(b *testing.B, n int, budget cfgpkg.ByteSize, single bool) {
 	// Reset the peak RSS (VmHWM) so each run reports its own.
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 	var flushTime time.Duration
+	files0 := testutil.ToFloat64(r.m.m.filesWritten)
 	var heapPerMsg, countedPerMsg float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -107,6 +108,7 @@ func benchFanout(b *testing.B, n int, budget cfgpkg.ByteSize, single bool) {
 	total := float64(n * b.N)
 	b.ReportMetric(total/flushTime.Seconds(), "dest-flushes/s")
 	b.ReportMetric(total/flushTime.Seconds(), "rows/s")
+	b.ReportMetric((testutil.ToFloat64(r.m.m.filesWritten)-files0)/flushTime.Seconds(), "files/s")
 	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(float64(vmHWM())/(1<<10), "peak-rss-MiB")
 	b.ReportMetric(float64(e.cfg.Delivery.MemoryBudget)/(1<<20), "budget-MiB")

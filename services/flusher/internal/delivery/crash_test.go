@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/proto"
 	cfgpkg "github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/packstore"
 	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
 )
 
@@ -93,7 +95,8 @@ func TestTenThousandDestinations(t *testing.T) {
 		// 10,000 messages are decoded, and the takeover naks (redelivers).
 		c.Delivery.LeaseTTL = 20 * time.Second
 	})
-	r := e.start(t, "a", nil)
+	var groups atomic.Int64
+	r := e.start(t, "a", func(m *Manager) { m.beforeGroup = func() { groups.Add(1) } })
 	publishMany(t, e, n, 0)
 	start := time.Now()
 	last := time.Now()
@@ -117,9 +120,29 @@ func TestTenThousandDestinations(t *testing.T) {
 	if redelivered != 0 || testutil.ToFloat64(r.m.m.redelivered) != 0 {
 		t.Fatalf("%d messages redelivered", redelivered)
 	}
+	// One file per table per group commit, holding every destination of
+	// the group: the files do not grow with the destinations.
 	files := 0
-	if err := e.store.List(e.ctx, "", func(string) error { files++; return nil }); err != nil || files != n {
-		t.Fatalf("%d packs (%v), want %d", files, err, n)
+	held := map[string]bool{}
+	err := e.store.List(e.ctx, proto.SegmentsDir+"/", func(path string) error {
+		files++
+		b, err := e.store.Get(e.ctx, path)
+		if err != nil {
+			return err
+		}
+		meta, _, err := packstore.ReadPackMeta(b)
+		if err != nil {
+			return err
+		}
+		entries, err := meta.Entries()
+		for _, en := range entries {
+			held[en.Destination] = true
+		}
+		return err
+	})
+	t.Logf("%d files for %d destinations in %d group commits", files, n, groups.Load())
+	if err != nil || len(held) != n || int64(files) != groups.Load() {
+		t.Fatalf("%d files (%v) hold %d destinations, want %d in one file per group commit (%d)", files, err, len(held), n, groups.Load())
 	}
 }
 

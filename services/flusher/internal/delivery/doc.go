@@ -22,15 +22,19 @@
 // done under it except non-blocking acks/naks.
 //
 // NOTES
-//   - Group commit (group.go): workers only resolve and encode; one
-//     committer takes every encoded flush waiting (up to 512) and runs the
-//     steps of a flush once for the group, in the same order: packs
-//     written with shared fsyncs (packstore.BatchPutter), cursors advanced
-//     in one fenced monotonic statement (state.Cursors.AdvanceMany), pack
-//     events published async with every PubAck awaited, the leases of the
-//     group checked in one query right before the acks. A flush whose
-//     batched step fails takes the one-at-a-time step (runFlush's, with
-//     its retries), so the failure rule is unchanged. The unexported knob
+//   - Group commit (group.go, segment.go): workers only resolve; one
+//     committer takes every resolved flush waiting (up to 512) and runs
+//     the steps of a flush once for the group, in the same order: one
+//     segment per (table, schema) holding every flush's rows of it,
+//     encoded in parallel and written with shared fsyncs
+//     (packstore.BatchPutter), cursors advanced in one fenced monotonic
+//     statement (state.Cursors.AdvanceMany), one PACKS event per segment
+//     published async with every PubAck awaited, the leases of the group
+//     checked in one query right before the acks. A flush whose batched
+//     step fails takes the one-at-a-time step (runFlush's, with its
+//     retries; a failed segment: its rows written in segments of its
+//     destination alone), so the failure rule is unchanged and one
+//     destination's fault fails no other. The unexported knob
 //     noGroupCommit runs every flush alone (BenchmarkFanoutNoGroupCommit).
 //   - Memory: each buffered message counts msgOverhead + colOverhead per
 //     column beyond its bytes (measured, see receive.go); SetMemoryLimit

@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -39,12 +38,12 @@ type flushJob struct {
 	started time.Time
 
 	// Set when the flush starts (beginFlush) and by group commit.
-	ctx     context.Context
-	span    trace.Span
-	rows    int64
-	encoded []encoded
-	// encodedBytes of encoded are counted in Manager.totalBytes.
-	encodedBytes int64
+	ctx   context.Context
+	span  trace.Span
+	rows  int64
+	parts []resolvedPart // resolved on a worker, for the committer's segments
+	// heldBytes (of parts) are counted in Manager.totalBytes.
+	heldBytes int64
 }
 
 // startFlushLocked swaps d's live buffer out into a job.
@@ -92,23 +91,19 @@ func retry(ctx context.Context, what string, f func() error) error {
 	return fmt.Errorf("%s: giving up after %d attempts: %w", what, maxAttempts, err)
 }
 
-type packOut struct {
-	meta  packstore.PackMeta
-	bytes int64
-}
-
 // runFlush performs job's steps in the order the core gives them (write
-// the packs, advance the cursor, publish the pack events, check the lease
-// and ack), one flush at a time: the path without group commit. Any
-// failure rewinds the destination.
+// the segments, advance the cursor, publish the segment events, check the
+// lease and ack), one flush at a time: the path without group commit. Its
+// segments hold its destination alone. Any failure rewinds the
+// destination.
 func (m *Manager) runFlush(ctx context.Context, job *flushJob) {
 	ctx = m.beginFlush(ctx, job)
-	var packs []packOut
+	var packs []*segOut
 	var err error
 	for err == nil {
 		switch job.f.Next() {
 		case core.StepWrite:
-			if packs, err = m.writePacks(ctx, job); err == nil {
+			if packs, err = m.writeAlone(ctx, job); err == nil {
 				err = m.stepDone(job, core.StepWrite)
 			}
 		case core.StepCursor:
@@ -193,89 +188,15 @@ func (m *Manager) endFlush(job *flushJob, err error) {
 	m.adaptRows(job.rows, dur)
 }
 
-// encoded is one pack, resolved and encoded, not yet written.
-type encoded struct {
-	meta packstore.PackMeta
-	data []byte
-	rows int64 // rows in the pack (after resolution)
-}
-
-func (m *Manager) writePacks(ctx context.Context, job *flushJob) ([]packOut, error) {
-	packs, err := m.encodePacks(job)
+// writeAlone resolves job and writes its segments, holding its
+// destination alone.
+func (m *Manager) writeAlone(ctx context.Context, job *flushJob) ([]*segOut, error) {
+	parts, _, err := m.resolveParts(job)
 	if err != nil {
 		return nil, err
 	}
-	return m.putPacks(ctx, job, packs)
-}
-
-// encodePacks resolves and encodes job's batches: one pack per (table,
-// schema fingerprint, Arrow schema).
-func (m *Manager) encodePacks(job *flushJob) ([]encoded, error) {
-	type key struct{ table, fp string }
-	var order []key
-	groups := map[key][]arrow.RecordBatch{}
-	for _, it := range job.f.Items {
-		k := key{it.table, it.fp}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], it.rec)
-	}
-	var out []encoded
-	for _, k := range order {
-		recs := groups[k]
-		// One fingerprint can still hide batches whose Arrow schemas
-		// differ (a producer bug): split them rather than fail.
-		for len(recs) > 0 {
-			same := []arrow.RecordBatch{recs[0]}
-			var rest []arrow.RecordBatch
-			for _, r := range recs[1:] {
-				if r.Schema().Equal(recs[0].Schema()) {
-					same = append(same, r)
-				} else {
-					rest = append(rest, r)
-				}
-			}
-			recs = rest
-			e, err := m.encodePack(job, k.table, k.fp, same)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
-func (m *Manager) encodePack(job *flushJob, table, fp string, recs []arrow.RecordBatch) (encoded, error) {
-	resolved, st, err := resolve.Resolve(m.mem, recs)
-	if err != nil {
-		return encoded{}, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
-	}
-	defer resolved.Release()
-	if resolve.HasClaims(resolved.Schema()) {
-		// Values carried by reference are put back before the pack is
-		// written: packs never hold a reference (proto.ColClaims).
-		inl, err := m.inlineClaims(job.ctx, resolved)
-		if err != nil {
-			return encoded{}, fmt.Errorf("writing pack for %s/%s: %w", job.d.name, table, err)
-		}
-		defer inl.Release()
-		resolved, fp = inl, arrowcodec.Fingerprint(inl.Schema())
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return encoded{}, fmt.Errorf("making pack id: %w", err)
-	}
-	meta := packstore.PackMeta{PackID: id.String(), StoreID: m.store.ID(), Destination: job.d.name, Table: table, Schema: fp}
-	data, err := packstore.EncodePack([]arrow.RecordBatch{resolved}, meta)
-	if err != nil {
-		return encoded{}, permanentErr{fmt.Errorf("encoding pack for %s/%s: %w", job.d.name, table, err)}
-	}
-	if meta, _, err = packstore.ReadPackMeta(data); err != nil {
-		return encoded{}, permanentErr{fmt.Errorf("re-reading pack footer: %w", err)}
-	}
-	return encoded{meta: meta, data: data, rows: int64(st.Out)}, nil
+	defer releaseParts(parts)
+	return m.ownSegments(ctx, job, parts)
 }
 
 // inlineClaims reads the values rec carries by reference from the pack
@@ -294,37 +215,6 @@ func (m *Manager) inlineClaims(ctx context.Context, rec arrow.RecordBatch) (arro
 		return nil, permanentErr{err}
 	}
 	return out, err
-}
-
-// putPacks writes packs one by one, each with retries.
-func (m *Manager) putPacks(ctx context.Context, job *flushJob, packs []encoded) ([]packOut, error) {
-	out := make([]packOut, 0, len(packs))
-	for _, e := range packs {
-		path := e.meta.Path()
-		err := retry(ctx, "writing pack "+path, func() error {
-			if m.putFault != nil {
-				if err := m.putFault(path); err != nil {
-					return err
-				}
-			}
-			return m.store.Put(ctx, path, e.data)
-		})
-		if err != nil {
-			if errors.Is(err, packstore.ErrBadPath) {
-				err = permanentErr{err}
-			}
-			return nil, err
-		}
-		out = append(out, m.written(e))
-	}
-	return out, nil
-}
-
-// written records a durable pack.
-func (m *Manager) written(e encoded) packOut {
-	m.m.packBytes.Observe(float64(len(e.data)))
-	m.m.packRows.Observe(float64(e.rows))
-	return packOut{meta: e.meta, bytes: int64(len(e.data))}
 }
 
 func (m *Manager) advance(ctx context.Context, job *flushJob) error {
@@ -366,13 +256,15 @@ func (m *Manager) advance(ctx context.Context, job *flushJob) error {
 	return nil
 }
 
-func (m *Manager) publishEvents(ctx context.Context, job *flushJob, packs []packOut) error {
-	for _, po := range packs {
-		msg, err := m.packEvent(ctx, po)
+// publishEvents publishes the event of every segment of packs, one at a
+// time with retries.
+func (m *Manager) publishEvents(ctx context.Context, job *flushJob, packs []*segOut) error {
+	for _, o := range packs {
+		msg, err := m.packEvent(ctx, o)
 		if err != nil {
 			return err
 		}
-		err = retry(ctx, "publishing pack event "+po.meta.PackID, func() error {
+		err = retry(ctx, "publishing segment event "+o.meta.PackID, func() error {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			_, err := natsx.PublishSync(pctx, m.js, msg)
@@ -385,34 +277,53 @@ func (m *Manager) publishEvents(ctx context.Context, job *flushJob, packs []pack
 	return nil
 }
 
-// packEvent builds the pack event of po, carrying ctx's trace.
-func (m *Manager) packEvent(ctx context.Context, po packOut) (*nats.Msg, error) {
-	mt := po.meta
+// packEvent builds the PACKS event of segment o, carrying ctx's trace: on
+// proto.SegmentEventSubject(table), one row per destination the segment
+// holds (proto.PackEventSchema), in row order.
+func (m *Manager) packEvent(ctx context.Context, o *segOut) (*nats.Msg, error) {
+	mt := o.meta
 	b := array.NewRecordBuilder(m.mem, proto.PackEventSchema)
-	for i, v := range []string{mt.PackID, mt.StoreID, mt.Destination, mt.Table, mt.Path(), mt.Schema, mt.First.String(), mt.Last.String()} {
-		b.Field(i).(*array.StringBuilder).Append(v)
+	var rows int64
+	first, last := "", ""
+	var lo, hi proto.Position
+	for k, e := range o.entries {
+		for i, v := range []string{mt.PackID, mt.StoreID, e.Destination, mt.Table, o.path, mt.Schema, e.First, e.Last} {
+			b.Field(i).(*array.StringBuilder).Append(v)
+		}
+		b.Field(8).(*array.Int64Builder).Append(e.Rows)
+		b.Field(9).(*array.Int64Builder).Append(e.Tombstones)
+		b.Field(10).(*array.Int64Builder).Append(o.bytes)
+		rows += e.Rows
+		f, err1 := proto.ParsePosition(e.First)
+		l, err2 := proto.ParsePosition(e.Last)
+		if err1 != nil || err2 != nil {
+			b.Release()
+			return nil, permanentErr{fmt.Errorf("encoding segment event %s: entry %s positions %q, %q", mt.PackID, e.Destination, e.First, e.Last)}
+		}
+		if k == 0 || f.Less(lo) {
+			lo, first = f, e.First
+		}
+		if k == 0 || hi.Less(l) {
+			hi, last = l, e.Last
+		}
 	}
-	b.Field(8).(*array.Int64Builder).Append(mt.Rows)
-	b.Field(9).(*array.Int64Builder).Append(mt.Tombstones)
-	b.Field(10).(*array.Int64Builder).Append(po.bytes)
 	rec := b.NewRecordBatch()
 	b.Release()
 	body, err := arrowcodec.Encode(rec)
 	rec.Release()
 	if err != nil {
-		return nil, permanentErr{fmt.Errorf("encoding pack event %s: %w", mt.PackID, err)}
+		return nil, permanentErr{fmt.Errorf("encoding segment event %s: %w", mt.PackID, err)}
 	}
 	h := nats.Header{}
 	h.Set(proto.HeaderWire, proto.WireVersion)
-	h.Set(proto.HeaderDestination, mt.Destination)
 	h.Set(proto.HeaderTable, mt.Table)
 	h.Set(proto.HeaderSchema, mt.Schema)
-	h.Set(proto.HeaderFirst, mt.First.String())
-	h.Set(proto.HeaderLast, mt.Last.String())
-	h.Set(proto.HeaderRows, strconv.FormatInt(mt.Rows, 10))
+	h.Set(proto.HeaderFirst, first)
+	h.Set(proto.HeaderLast, last)
+	h.Set(proto.HeaderRows, strconv.FormatInt(rows, 10))
 	h.Set(proto.HeaderMsgID, proto.PackMsgID(mt.PackID))
 	natsotel.Inject(ctx, h)
-	return &nats.Msg{Subject: proto.PacksSubject(mt.Destination), Header: h, Data: body}, nil
+	return &nats.Msg{Subject: proto.SegmentEventSubject(mt.Table), Header: h, Data: body}, nil
 }
 
 // checkLease asks the state database, right before acking, whether the
@@ -446,7 +357,7 @@ func (m *Manager) checkLease(ctx context.Context, job *flushJob) error {
 
 // commit acks the job's messages if, and only if, the partition lease the
 // job started under is still the one held.
-func (m *Manager) commit(job *flushJob, packs []packOut) error {
+func (m *Manager) commit(job *flushJob, packs []*segOut) error {
 	d := job.d
 	if m.noAckFence && m.beforeAck != nil {
 		m.beforeAck(d.name)

@@ -15,24 +15,30 @@ import (
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
-// Group commit: workers resolve and encode (CPU); one committer takes every
-// encoded flush waiting (up to commitBatchMax) and makes the batch durable
-// and visible with shared round trips, in the same order as a single flush:
+// Group commit: workers resolve (CPU); one committer takes every resolved
+// flush waiting (up to commitBatchMax) and makes the group durable and
+// visible with shared round trips, in the same order as a single flush:
 //
-//  1. every pack written, with one group of fsyncs (packstore.BatchPutter);
+//  1. one segment per (table, schema) holding every flush's rows of it,
+//     grouped by destination, encoded in parallel across segments
+//     (segment.go), all written with one group of fsyncs
+//     (packstore.BatchPutter);
 //  2. every cursor advanced in one fenced, monotonic statement
 //     (state.Cursors.AdvanceMany);
-//  3. every pack event published asynchronously, all PubAcks awaited;
-//  4. every lease of the batch checked live in one query, right before
+//  3. one PACKS event per segment published asynchronously, all PubAcks
+//     awaited;
+//  4. every lease of the group checked live in one query, right before
 //  5. acking.
 //
 // A flush whose batched step fails falls back to the one-at-a-time step
-// (with its retries), so failure handling is exactly runFlush's. A flush is
-// still serial per destination: it stays in flight until committed.
+// (with its retries; a failed segment write: its parts written as
+// segments of its destination alone), so failure handling is exactly
+// runFlush's. A flush is still serial per destination: it stays in flight
+// until committed.
 const (
 	commitBatchMax = 512  // flushes per group commit
-	commitQueue    = 1024 // encoded flushes waiting for the committer
-	putParallel    = 16   // concurrent one-at-a-time pack writes (fallback, non-batch stores)
+	commitQueue    = 1024 // resolved flushes waiting for the committer
+	putParallel    = 16   // concurrent one-at-a-time segment writes (fallback, non-batch stores)
 )
 
 // manyCursors is the batch cursor write of state.Cursors.
@@ -40,24 +46,21 @@ type manyCursors interface {
 	AdvanceMany(ctx context.Context, advs []state.CursorAdvance) ([]state.AdvanceResult, error)
 }
 
-// prepareFlush encodes job on the calling worker and hands it to the
-// committer; a failure to encode fails the flush here.
+// prepareFlush resolves job on the calling worker and hands it to the
+// committer; a failure to resolve fails the flush here.
 func (m *Manager) prepareFlush(ctx context.Context, job *flushJob) {
 	m.beginFlush(ctx, job)
-	packs, err := m.encodePacks(job)
+	parts, held, err := m.resolveParts(job)
 	if err != nil {
 		m.endFlush(job, err)
 		return
 	}
-	job.encoded = packs
-	// Encoded packs waiting for the committer count against the memory
+	// Resolved rows waiting for the committer count against the memory
 	// budget until the flush ends (so the watermark and backpressure see
 	// them).
-	for _, e := range packs {
-		job.encodedBytes += int64(len(e.data))
-	}
+	job.parts, job.heldBytes = parts, held
 	m.mu.Lock()
-	m.totalBytes += job.encodedBytes
+	m.totalBytes += held
 	m.mu.Unlock()
 	select {
 	case m.commitQ <- job:
@@ -69,9 +72,10 @@ func (m *Manager) prepareFlush(ctx context.Context, job *flushJob) {
 // endGroupFlush ends a flush that went through prepareFlush.
 func (m *Manager) endGroupFlush(job *flushJob, err error) {
 	m.mu.Lock()
-	m.totalBytes -= job.encodedBytes
+	m.totalBytes -= job.heldBytes
 	m.mu.Unlock()
-	job.encoded, job.encodedBytes = nil, 0
+	releaseParts(job.parts)
+	job.parts, job.heldBytes = nil, 0
 	m.endFlush(job, err)
 }
 
@@ -79,6 +83,9 @@ func (m *Manager) endGroupFlush(job *flushJob, err error) {
 // stopped), so every queued flush ends either committed or failed.
 func (m *Manager) committer(ctx context.Context) {
 	for job := range m.commitQ {
+		if m.beforeGroup != nil {
+			m.beforeGroup()
+		}
 		batch := []*flushJob{job}
 	more:
 		for len(batch) < commitBatchMax {
@@ -99,22 +106,25 @@ func (m *Manager) committer(ctx context.Context) {
 func (m *Manager) commitGroup(ctx context.Context, jobs []*flushJob) {
 	m.m.groupSize.Observe(float64(len(jobs)))
 	errs := make([]error, len(jobs))
-	outs := make([][]packOut, len(jobs))
+	outs := make([][]*segOut, len(jobs))
 	t0 := time.Now()
-	m.putGroup(ctx, jobs, outs, errs)
-	m.stepsDone(jobs, errs, core.StepWrite)
+	segs := m.groupSegments(jobs, errs)
 	t1 := time.Now()
-	m.advanceGroup(ctx, jobs, errs)
+	m.putGroup(ctx, jobs, segs, outs, errs)
+	m.stepsDone(jobs, errs, core.StepWrite)
 	t2 := time.Now()
+	m.advanceGroup(ctx, jobs, errs)
+	t3 := time.Now()
 	m.publishGroup(ctx, jobs, outs, errs)
 	m.stepsDone(jobs, errs, core.StepPublish)
-	t3 := time.Now()
+	t4 := time.Now()
 	if !m.noAckFence {
 		m.checkLeases(ctx, jobs, errs)
 	}
-	t4 := time.Now()
+	t5 := time.Now()
 	defer func() {
-		m.log.Debug("group commit", "flushes", len(jobs), "put", t1.Sub(t0), "cursors", t2.Sub(t1), "publish", t3.Sub(t2), "leases", t4.Sub(t3), "ack", time.Since(t4))
+		m.log.Debug("group commit", "flushes", len(jobs), "segments", len(segs), "encode", t1.Sub(t0), "put", t2.Sub(t1),
+			"cursors", t3.Sub(t2), "publish", t4.Sub(t3), "leases", t5.Sub(t4), "ack", time.Since(t5))
 	}()
 	for i, job := range jobs {
 		if errs[i] == nil {
@@ -134,48 +144,81 @@ func (m *Manager) stepsDone(jobs []*flushJob, errs []error, s core.Step) {
 	}
 }
 
-// putGroup writes every pack of the group.
-func (m *Manager) putGroup(ctx context.Context, jobs []*flushJob, outs [][]packOut, errs []error) {
-	slow := make([]bool, len(jobs))
-	bp, batched := m.store.(packstore.BatchPutter)
+// putGroup writes every segment of the group, with one group of fsyncs
+// when the store can (packstore.BatchPutter), else each with one Put, in
+// parallel. A flush with rows in a segment that failed takes the
+// one-at-a-time path for those rows: segments of its destination alone,
+// each with retries, so that a failure the retries cannot cure fails that
+// flush (each destination's failure rule), not its neighbours'.
+func (m *Manager) putGroup(ctx context.Context, jobs []*flushJob, segs []*segment, outs [][]*segOut, errs []error) {
+	var encoded int64
+	for _, s := range segs {
+		encoded += int64(len(s.data))
+	}
+	// Encoded segments count against the memory budget while written.
+	m.mu.Lock()
+	m.totalBytes += encoded
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.totalBytes -= encoded
+		m.mu.Unlock()
+	}()
+	durable := make([]bool, len(segs))
 	var items []packstore.PutItem
-	var owner []int
-	for i, job := range jobs {
-		if !batched {
-			slow[i] = true
-			continue
+	var idx []int
+	for si, s := range segs {
+		if m.putFault != nil {
+			if err := m.putFault(s.path, entryDests(s.entries)); err != nil {
+				m.log.Warn("segment write failed; writing its destinations apart", "segment", s.path, "destinations", len(s.entries), "error", err)
+				continue
+			}
 		}
-		for _, e := range job.encoded {
-			if m.putFault != nil {
-				if err := m.putFault(e.meta.Path()); err != nil {
-					slow[i] = true // the one-at-a-time path retries it
-					break
+		items = append(items, packstore.PutItem{Path: s.path, Data: s.data})
+		idx = append(idx, si)
+	}
+	if bp, ok := m.store.(packstore.BatchPutter); ok && len(items) > 0 {
+		for k, err := range bp.PutMany(ctx, items) {
+			if durable[idx[k]] = err == nil; err != nil {
+				m.log.Warn("segment write failed; writing its destinations apart", "segment", items[k].Path, "error", err)
+			}
+		}
+	} else {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, putParallel)
+		for k, it := range items {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				err := m.store.Put(ctx, it.Path, it.Data)
+				if durable[idx[k]] = err == nil; err != nil {
+					m.log.Warn("segment write failed; writing its destinations apart", "segment", it.Path, "error", err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	alone := make([][]resolvedPart, len(jobs)) // parts to write one at a time
+	for si, s := range segs {
+		if !durable[si] && !m.ackUnwritten {
+			for _, mb := range s.members {
+				if errs[mb.job] == nil {
+					alone[mb.job] = append(alone[mb.job], jobs[mb.job].parts[mb.part])
 				}
 			}
-		}
-		if slow[i] {
 			continue
 		}
-		for _, e := range job.encoded {
-			items = append(items, packstore.PutItem{Path: e.meta.Path(), Data: e.data})
-			owner = append(owner, i)
-		}
-	}
-	if len(items) > 0 {
-		for k, err := range bp.PutMany(ctx, items) {
-			if err != nil {
-				slow[owner[k]] = true
-			}
+		o := m.written(s)
+		for _, mb := range s.members {
+			outs[mb.job] = append(outs[mb.job], o)
 		}
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, putParallel)
 	for i, job := range jobs {
-		if !slow[i] {
-			outs[i] = make([]packOut, 0, len(job.encoded))
-			for _, e := range job.encoded {
-				outs[i] = append(outs[i], m.written(e))
-			}
+		if len(alone[i]) == 0 || errs[i] != nil {
 			continue
 		}
 		wg.Add(1)
@@ -183,7 +226,12 @@ func (m *Manager) putGroup(ctx context.Context, jobs []*flushJob, outs [][]packO
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			outs[i], errs[i] = m.putPacks(job.ctx, job, job.encoded)
+			own, err := m.ownSegments(job.ctx, job, alone[i])
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			outs[i] = append(outs[i], own...)
 		}()
 	}
 	wg.Wait()
@@ -251,39 +299,55 @@ func (m *Manager) advanceGroup(ctx context.Context, jobs []*flushJob, errs []err
 	}
 }
 
-// publishGroup publishes every pack event of the group asynchronously and
-// waits for every PubAck; a flush with a failed publish retries its events
-// one by one (deduplicated by Nats-Msg-Id).
-func (m *Manager) publishGroup(ctx context.Context, jobs []*flushJob, outs [][]packOut, errs []error) {
+// publishGroup publishes one event per durable segment holding a flush
+// still going, asynchronously, and waits for every PubAck; a flush with a
+// failed publish republishes its segments' events one by one
+// (deduplicated by Nats-Msg-Id).
+func (m *Manager) publishGroup(ctx context.Context, jobs []*flushJob, outs [][]*segOut, errs []error) {
 	type sent struct {
-		i int
-		f jetstream.PubAckFuture
+		members []int
+		f       jetstream.PubAckFuture
 	}
-	var fs []sent
-	slow := make([]bool, len(jobs))
-	for i, job := range jobs {
+	var order []*segOut
+	members := map[*segOut][]int{}
+	for i := range jobs {
 		if errs[i] != nil {
 			continue
 		}
-		for _, po := range outs[i] {
-			msg, err := m.packEvent(job.ctx, po)
-			if err != nil {
-				errs[i] = err
-				break
+		for _, o := range outs[i] {
+			if _, ok := members[o]; !ok {
+				order = append(order, o)
 			}
-			f, err := m.pub.Publish(ctx, msg)
-			if err != nil {
-				slow[i] = true
-				break
-			}
-			fs = append(fs, sent{i, f})
+			members[o] = append(members[o], i)
 		}
+	}
+	var fs []sent
+	slow := make([]bool, len(jobs))
+	for _, o := range order {
+		ms := members[o]
+		msg, err := m.packEvent(jobs[ms[0]].ctx, o)
+		if err != nil {
+			for _, i := range ms {
+				errs[i] = err
+			}
+			continue
+		}
+		f, err := m.pub.Publish(ctx, msg)
+		if err != nil {
+			for _, i := range ms {
+				slow[i] = true
+			}
+			continue
+		}
+		fs = append(fs, sent{ms, f})
 	}
 	for _, s := range fs {
 		select {
 		case <-s.f.Ok():
 		case <-s.f.Err():
-			slow[s.i] = true
+			for _, i := range s.members {
+				slow[i] = true
+			}
 		}
 	}
 	for i, job := range jobs {

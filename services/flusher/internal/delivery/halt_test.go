@@ -2,7 +2,7 @@ package delivery
 
 import (
 	"fmt"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,8 +20,8 @@ import (
 func TestBadInputHaltsOnlyItsDestination(t *testing.T) {
 	e := newEnv(t, func(c *cfgpkg.Config) { c.Delivery.FlushInterval = 200 * time.Millisecond; c.Delivery.Partitions = 1 })
 	r := e.start(t, "a", func(m *Manager) {
-		m.putFault = func(path string) error { // a pack the store refuses for good
-			if strings.HasPrefix(path, "bad/") {
+		m.putFault = func(_ string, dests []string) error { // a file holding bad's rows the store refuses for good
+			if slices.Contains(dests, "bad") {
 				return fmt.Errorf("injected: %w", packstore.ErrBadPath)
 			}
 			return nil

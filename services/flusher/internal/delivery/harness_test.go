@@ -259,36 +259,51 @@ type sentRow struct {
 }
 
 // packed returns, per key of dest, the newest position found in the pack
-// store.
+// store: dest's rows of every segment, and of any per-destination pack.
 func (e *env) packed(t testing.TB, dest string) map[int64]proto.Position {
 	out := map[int64]proto.Position{}
-	err := e.store.List(e.ctx, dest+"/", func(path string) error {
-		b, err := e.store.Get(e.ctx, path)
-		if err != nil {
-			return err
-		}
-		_, recs, err := packstore.DecodePack(b, nil)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			ids := r.Column(0).(*array.Int64)
-			lsn := r.Column(r.Schema().FieldIndices(proto.ColLSN)[0]).(*array.Uint64)
-			seq := r.Column(r.Schema().FieldIndices(proto.ColSeq)[0]).(*array.Uint64)
-			for i := 0; i < int(r.NumRows()); i++ {
-				p := proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}
-				if q, ok := out[ids.Value(i)]; !ok || q.Less(p) {
-					out[ids.Value(i)] = p
-				}
+	for _, prefix := range []string{proto.SegmentsDir + "/", dest + "/"} {
+		err := e.store.List(e.ctx, prefix, func(path string) error {
+			b, err := e.store.Get(e.ctx, path)
+			if err != nil {
+				return err
 			}
-			r.Release()
+			_, recs, err := packstore.DecodePack(b, nil)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				addRows(out, r, dest)
+				r.Release()
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("listing %s: %v", prefix, err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Errorf("listing packs: %v", err)
 	}
 	return out
+}
+
+// addRows records in out, per key, the newest position of r's rows of dest
+// (every row when r has no proto.ColDestination).
+func addRows(out map[int64]proto.Position, r arrow.RecordBatch, dest string) {
+	ids := r.Column(0).(*array.Int64)
+	lsn := r.Column(r.Schema().FieldIndices(proto.ColLSN)[0]).(*array.Uint64)
+	seq := r.Column(r.Schema().FieldIndices(proto.ColSeq)[0]).(*array.Uint64)
+	var dcol *array.String
+	if idx := r.Schema().FieldIndices(proto.ColDestination); len(idx) == 1 {
+		dcol, _ = r.Column(idx[0]).(*array.String)
+	}
+	for i := 0; i < int(r.NumRows()); i++ {
+		if dcol != nil && dcol.Value(i) != dest {
+			continue
+		}
+		p := proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}
+		if q, ok := out[ids.Value(i)]; !ok || q.Less(p) {
+			out[ids.Value(i)] = p
+		}
+	}
 }
 
 // checkCursor reports a violation if cursor passes a sent change of dest

@@ -166,6 +166,10 @@ type Manager struct {
 	commitQ     chan *flushJob
 	pub         *natsx.Publisher
 	qLeasesLive string
+	// segments (segment.go): this process's writer token and ordinal
+	segOnce   sync.Once
+	segWriter string
+	segN      atomic.Uint64
 
 	fetchers   sync.WaitGroup // every partition fetch loop
 	mu         sync.Mutex
@@ -212,9 +216,12 @@ type Manager struct {
 	heldNakDelay      time.Duration
 	pauseFetch        atomic.Bool
 	fetchPausedSeen   atomic.Bool
-	putFault          func(path string) error
+	ackUnwritten      bool                                    // a failed segment write counts as durable (negative control of the write rule)
+	putFault          func(path string, dests []string) error // dests: the destinations the file holds, in row order
+	encodeFault       func(dests []string) error              // a segment encoding failure (rows the encoder refuses cannot reach it: receive and resolve refuse them first)
 	advanceFault      func(dest string) error
 	beforeAck         func(dest string)
+	beforeGroup       func() // the committer took a group's first flush, before it takes the others
 	afterAdvance      func(dest string, pos proto.Position)
 }
 

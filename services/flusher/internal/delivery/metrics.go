@@ -23,6 +23,8 @@ type metrics struct {
 	inProgress                  prometheus.Counter
 	cursorLag                   prometheus.Gauge
 	groupSize                   prometheus.Histogram
+	filesWritten                prometheus.Counter
+	segmentDests                prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -35,8 +37,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		triggers:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_flusher_flush_triggers_total", Help: "Flushes scheduled, by trigger."}, []string{"trigger"}),
 		flushes:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_flusher_flushes_total", Help: "Flushes finished, by result."}, []string{"result"}),
 		flushDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_flush_duration_seconds", Help: "Duration of successful flushes.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
-		packBytes:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_pack_bytes", Help: "Size of written packs.", Buckets: prometheus.ExponentialBuckets(512, 4, 12)}),
-		packRows:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_pack_rows", Help: "Rows in written packs.", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}),
+		packBytes:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_pack_bytes", Help: "Size of written files (segments).", Buckets: prometheus.ExponentialBuckets(512, 4, 12)}),
+		packRows:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_pack_rows", Help: "Rows in written files (segments), every destination's.", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}),
 		flushedRows:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_flushed_rows_total", Help: "Input rows flushed."}),
 		fetchPaused:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_fetch_paused_total", Help: "Times a partition stopped fetching for backpressure."}),
 		deadLetters:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_dead_letters_total", Help: "Messages dead-lettered."}),
@@ -45,8 +47,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		inProgress:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_in_progress_acks_total", Help: "In-progress acks sent for buffered messages."}),
 		cursorLag:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_cursor_lag_messages", Help: "Messages received but not yet covered by a cursor."}),
 		groupSize:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_group_commit_flushes", Help: "Flushes committed together by one group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+		filesWritten:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_files_written_total", Help: "Files (segments) written to the pack store: one per table and schema per group commit, one per destination and table on the one-at-a-time path."}),
+		segmentDests:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_segment_destinations", Help: "Destinations held by one written segment.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
 	}
-	for _, c := range []prometheus.Collector{m.bufferedRows, m.bufferedBytes, m.destinations, m.oldestBuffer, m.ownedPartitions, m.triggers, m.flushes, m.flushDuration, m.packBytes, m.packRows, m.flushedRows, m.fetchPaused, m.deadLetters, m.redelivered, m.discarded, m.inProgress, m.cursorLag, m.groupSize} {
+	for _, c := range []prometheus.Collector{m.bufferedRows, m.bufferedBytes, m.destinations, m.oldestBuffer, m.ownedPartitions, m.triggers, m.flushes, m.flushDuration, m.packBytes, m.packRows, m.flushedRows, m.fetchPaused, m.deadLetters, m.redelivered, m.discarded, m.inProgress, m.cursorLag, m.groupSize, m.filesWritten, m.segmentDests} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

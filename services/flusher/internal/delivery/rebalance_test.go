@@ -184,7 +184,7 @@ func TestRebalanceAcrossReplicas(t *testing.T) {
 func TestGroupCursorWriteFencedAfterLeaseLoss(t *testing.T) {
 	e := newEnv(t, func(c *cfgpkg.Config) { c.Delivery.Partitions = 1; c.Delivery.LeaseTTL = time.Hour })
 	r := e.start(t, "zombie", func(m *Manager) {
-		m.putFault = func(string) error { // the pack is about to be written: steal the lease
+		m.putFault = func(string, []string) error { // the pack is about to be written: steal the lease
 			if _, err := e.pool.Exec(e.ctx, `UPDATE sluice.leases SET expires_at = now() WHERE name = $1`, PartitionLease(0)); err != nil {
 				t.Error(err)
 			}

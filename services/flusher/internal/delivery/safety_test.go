@@ -49,7 +49,7 @@ func prefixScenario(t *testing.T, scalar bool) []error {
 		m.scalarMaxCursor = scalar
 		m.afterAdvance = v.hook(t, e)
 		first := true
-		m.putFault = func(string) error {
+		m.putFault = func(string, []string) error {
 			if first {
 				first = false
 				entered <- struct{}{}
@@ -104,7 +104,7 @@ func failureScenario(t *testing.T, unsafe bool) []error {
 		m.afterAdvance = v.hook(t, e)
 		// A fake store fault: the directory store cannot be made to fail
 		// on demand.
-		m.putFault = func(string) error {
+		m.putFault = func(string, []string) error {
 			failing.Lock()
 			defer failing.Unlock()
 			if fail {

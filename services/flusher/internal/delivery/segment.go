@@ -1,0 +1,336 @@
+package delivery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/flusher/internal/resolve"
+	"github.com/sluice-cdc/sluice/shared/arrowcodec"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+)
+
+// Segments: a flush's rows are resolved per (table, schema) on a worker
+// (resolvedPart); the committer puts the parts of every flush of a group
+// commit that share a table and a schema into ONE segment (a pack of format
+// proto.SegmentFormatVersion, grouped by destination, packstore.EncodeSegment).
+// The one-at-a-time path (runFlush, and a flush whose batched write
+// failed) writes segments holding its one destination.
+
+// resolvedPart is one (table, schema) of a flush: its batches resolved, the
+// values they carried by reference put back, ready for a segment.
+type resolvedPart struct {
+	table, fp string
+	rec       arrow.RecordBatch
+	rows      int64 // after resolution
+}
+
+// segment is one encoded segment, not yet written.
+type segment struct {
+	meta    packstore.SegmentMeta
+	path    string
+	data    []byte
+	entries []proto.SegmentEntry
+	members []segMember // the flushes whose rows it holds
+	out     *segOut     // set once durable
+}
+
+// segMember is one flush's part in a segment of a group: indices into the
+// group's jobs and that job's parts.
+type segMember struct{ job, part int }
+
+// segOut is a durable segment as a flush, its status and its PACKS event
+// see it. A segment of a group is shared by every flush it holds.
+type segOut struct {
+	meta    packstore.SegmentMeta
+	path    string
+	entries []proto.SegmentEntry
+	bytes   int64
+}
+
+// dests returns the destinations of entries, in row order.
+func entryDests(entries []proto.SegmentEntry) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.Destination
+	}
+	return out
+}
+
+// newSegmentID names a new segment: the time it is cut, this process's
+// writer token and an ordinal unique within the process.
+func (m *Manager) newSegmentID() string {
+	m.segOnce.Do(func() {
+		b := make([]byte, 6)
+		_, _ = rand.Read(b) // never fails (crypto/rand)
+		m.segWriter = "w" + hex.EncodeToString(b)
+	})
+	return proto.SegmentID(time.Now(), m.segWriter, m.segN.Add(1))
+}
+
+// resolveParts resolves job's batches on the calling worker: one part per
+// (table, schema fingerprint, Arrow schema), with the values carried by
+// reference inlined (segments never hold a reference, proto.ColClaims). On
+// error every part made so far is released.
+func (m *Manager) resolveParts(job *flushJob) (parts []resolvedPart, heldBytes int64, err error) {
+	type key struct{ table, fp string }
+	var order []key
+	groups := map[key][]*item{}
+	for _, it := range job.f.Items {
+		k := key{it.table, it.fp}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	defer func() {
+		if err != nil {
+			releaseParts(parts)
+			parts, heldBytes = nil, 0
+		}
+	}()
+	for _, k := range order {
+		items := groups[k]
+		// One fingerprint can still hide batches whose Arrow schemas
+		// differ (a producer bug): split them rather than fail.
+		for len(items) > 0 {
+			same := []*item{items[0]}
+			var rest []*item
+			for _, it := range items[1:] {
+				if it.rec.Schema().Equal(items[0].rec.Schema()) {
+					same = append(same, it)
+				} else {
+					rest = append(rest, it)
+				}
+			}
+			items = rest
+			p, held, err := m.resolvePart(job, k.table, k.fp, same)
+			if err != nil {
+				return parts, 0, err
+			}
+			heldBytes += held
+			if p.rows == 0 {
+				p.rec.Release()
+				continue
+			}
+			parts = append(parts, p)
+		}
+	}
+	return parts, heldBytes, nil
+}
+
+// resolvePart resolves items (one table, one schema). held estimates the
+// resolved batch's memory: the items' counted bytes in the proportion of
+// rows resolution kept (the batch may share buffers with the messages,
+// so its buffer sizes would overstate it).
+func (m *Manager) resolvePart(job *flushJob, table, fp string, items []*item) (resolvedPart, int64, error) {
+	recs := make([]arrow.RecordBatch, len(items))
+	var bytes int64
+	for i, it := range items {
+		recs[i] = it.rec
+		bytes += it.bytes
+	}
+	resolved, st, err := resolve.Resolve(m.mem, recs)
+	if err != nil {
+		return resolvedPart{}, 0, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
+	}
+	if resolve.HasClaims(resolved.Schema()) {
+		inl, err := m.inlineClaims(job.ctx, resolved)
+		resolved.Release()
+		if err != nil {
+			return resolvedPart{}, 0, fmt.Errorf("writing segment for %s/%s: %w", job.d.name, table, err)
+		}
+		resolved, fp = inl, arrowcodec.Fingerprint(inl.Schema())
+	}
+	held := bytes
+	if st.In > 0 {
+		held = bytes * st.Out / st.In
+	}
+	return resolvedPart{table: table, fp: fp, rec: resolved, rows: st.Out}, held, nil
+}
+
+func releaseParts(parts []resolvedPart) {
+	for _, p := range parts {
+		if p.rec != nil {
+			p.rec.Release()
+		}
+	}
+}
+
+// encodeSegment encodes one segment of parts (one table, one schema).
+func (m *Manager) encodeSegment(table, fp string, parts []packstore.SegmentPart) (*segment, error) {
+	meta := packstore.SegmentMeta{PackID: m.newSegmentID(), StoreID: m.store.ID(), Table: table, Schema: fp}
+	data, entries, err := packstore.EncodeSegment(parts, meta)
+	if err == nil && m.encodeFault != nil {
+		err = m.encodeFault(entryDests(entries))
+	}
+	if err != nil {
+		return nil, permanentErr{fmt.Errorf("encoding segment of %s: %w", table, err)}
+	}
+	// The footer read back, as the indexer will read it.
+	if _, _, err := packstore.ReadPackMeta(data); err != nil {
+		return nil, permanentErr{fmt.Errorf("re-reading the footer of segment %s of %s: %w", meta.PackID, table, err)}
+	}
+	path := meta.Path()
+	if path == "" {
+		return nil, permanentErr{fmt.Errorf("encoding segment of %s: segment id %q names no path", table, meta.PackID)}
+	}
+	return &segment{meta: meta, path: path, data: data, entries: entries}, nil
+}
+
+// groupSegments encodes the segments of a group commit: one per (table,
+// schema fingerprint, Arrow schema) over every flush of jobs still going,
+// encoded in parallel across segments. A segment that fails to encode is
+// split into one-destination segments, so that one destination's bad rows
+// fail its own flush (permanently, as an encoding failure is) and not the
+// group's.
+func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
+	type key struct{ table, fp string }
+	type group struct {
+		key     key
+		schema  *arrow.Schema
+		members []segMember
+	}
+	var groups []*group
+	byKey := map[key][]*group{}
+	for i, job := range jobs {
+		if errs[i] != nil {
+			continue
+		}
+		for k, p := range job.parts {
+			kk := key{p.table, p.fp}
+			var g *group
+			for _, c := range byKey[kk] {
+				if c.schema.Equal(p.rec.Schema()) {
+					g = c
+					break
+				}
+			}
+			if g == nil {
+				g = &group{key: kk, schema: p.rec.Schema()}
+				byKey[kk] = append(byKey[kk], g)
+				groups = append(groups, g)
+			}
+			g.members = append(g.members, segMember{i, k})
+		}
+	}
+	segs := make([][]*segment, len(groups))
+	failed := make([][]error, len(groups)) // per member of a split group
+	parallel(len(groups), func(gi int) {
+		g := groups[gi]
+		sort.Slice(g.members, func(a, b int) bool {
+			return jobs[g.members[a].job].d.name < jobs[g.members[b].job].d.name
+		})
+		parts := make([]packstore.SegmentPart, len(g.members))
+		for k, mb := range g.members {
+			parts[k] = packstore.SegmentPart{Destination: jobs[mb.job].d.name, Recs: []arrow.RecordBatch{jobs[mb.job].parts[mb.part].rec}}
+		}
+		s, err := m.encodeSegment(g.key.table, g.key.fp, parts)
+		if err == nil {
+			s.members = g.members
+			segs[gi] = []*segment{s}
+			return
+		}
+		m.log.Warn("segment encoding failed; encoding its destinations apart", "table", g.key.table, "destinations", len(parts), "error", err)
+		failed[gi] = make([]error, len(g.members))
+		for k, mb := range g.members {
+			one, err := m.encodeSegment(g.key.table, g.key.fp, parts[k:k+1])
+			if err != nil {
+				failed[gi][k] = fmt.Errorf("flushing %s: %w", jobs[mb.job].d.name, err)
+				continue
+			}
+			one.members = []segMember{mb}
+			segs[gi] = append(segs[gi], one)
+		}
+	})
+	var out []*segment
+	for gi, g := range groups {
+		for k, err := range failed[gi] {
+			if err != nil && errs[g.members[k].job] == nil {
+				errs[g.members[k].job] = err
+			}
+		}
+		out = append(out, segs[gi]...)
+	}
+	return out
+}
+
+// parallel runs f(0..n-1) on up to GOMAXPROCS goroutines.
+func parallel(n int, f func(i int)) {
+	workers := min(n, runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// ownSegments writes parts of job as segments holding job's destination
+// alone, each with retries: the one-at-a-time path.
+func (m *Manager) ownSegments(ctx context.Context, job *flushJob, parts []resolvedPart) ([]*segOut, error) {
+	out := make([]*segOut, 0, len(parts))
+	for _, p := range parts {
+		s, err := m.encodeSegment(p.table, p.fp, []packstore.SegmentPart{{Destination: job.d.name, Recs: []arrow.RecordBatch{p.rec}}})
+		if err != nil {
+			return nil, fmt.Errorf("flushing %s: %w", job.d.name, err)
+		}
+		dests := []string{job.d.name}
+		err = retry(ctx, "writing segment "+s.path, func() error {
+			if m.putFault != nil {
+				if err := m.putFault(s.path, dests); err != nil {
+					return err
+				}
+			}
+			return m.store.Put(ctx, s.path, s.data)
+		})
+		if err != nil {
+			if errors.Is(err, packstore.ErrBadPath) {
+				err = permanentErr{err}
+			}
+			return nil, err
+		}
+		out = append(out, m.written(s))
+	}
+	return out, nil
+}
+
+// written records a durable segment and drops its bytes.
+func (m *Manager) written(s *segment) *segOut {
+	var rows int64
+	for _, e := range s.entries {
+		rows += e.Rows
+	}
+	m.m.filesWritten.Inc()
+	m.m.packBytes.Observe(float64(len(s.data)))
+	m.m.packRows.Observe(float64(rows))
+	m.m.segmentDests.Observe(float64(len(s.entries)))
+	s.out = &segOut{meta: s.meta, path: s.path, entries: s.entries, bytes: int64(len(s.data))}
+	s.data = nil
+	return s.out
+}
