@@ -195,17 +195,13 @@ func run(b *testing.B, tenants int) (res result) {
 	budget := envDur("SLUICE_BENCH_BUDGET", 3*time.Minute)
 	if _, err := kit.Wait(ctx, p.Server(), lsn, budget); err != nil {
 		res.visible = time.Since(start)
+		res.measure(before, sample(ctx, p, dir))
 		res.err = fmt.Sprintf("not caught up with %d rows after %s (< %.0f rows/s)", res.rows, res.visible.Round(time.Second), float64(res.rows)/res.visible.Seconds())
 		return res
 	}
 	res.visible = time.Since(start)
 	res.rowsPerSec = float64(res.rows) / res.visible.Seconds()
-	after := sample(ctx, p, dir)
-	res.filesPerSec = (after.filesWritten - before.filesWritten) / res.visible.Seconds()
-	res.filesCounted = after.filesCounted
-	if n := after.routedBatches - before.routedBatches; n > 0 {
-		res.msgsPerBatch = (after.published - before.published) / n
-	}
+	res.measure(before, sample(ctx, p, dir))
 	b.Logf("tenants %d: %d rows loaded in %s, visible after %s: %.0f rows/s", tenants, res.rows, res.load, res.visible, res.rowsPerSec)
 
 	// Latency at a fixed offered rate.
@@ -219,6 +215,16 @@ func run(b *testing.B, tenants int) (res result) {
 	res.p50, res.p99, res.max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 	b.Logf("tenants %d: %d commits at %d rows/s: p50 %s p99 %s max %s", tenants, len(lat), res.offered, res.p50, res.p99, res.max)
 	return res
+}
+
+// measure sets the per-case rates of the throughput phase (res.visible
+// long) from the counters at its start and end.
+func (res *result) measure(before, after counters) {
+	res.filesPerSec = (after.filesWritten - before.filesWritten) / res.visible.Seconds()
+	res.filesCounted = after.filesCounted
+	if n := after.routedBatches - before.routedBatches; n > 0 {
+		res.msgsPerBatch = (after.published - before.published) / n
+	}
 }
 
 type commit struct {
