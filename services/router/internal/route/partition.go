@@ -27,9 +27,12 @@ const retiredRank = math.MaxInt
 // destDictionary picks the ColDestination encoding: a dictionary<int32,
 // utf8> (one entry per destination of the message, an int32 per row) when
 // true, plain utf8 (the name repeated on every row) when false. The
-// benchmark (BenchmarkPartitionWire) measured both, and one IPC record per
-// destination; see docs/adr/0016-segments.md, "Router".
-var destDictionary = false
+// dictionary is the wire: BenchmarkPartitionWire measured it as cheap as
+// utf8 to read and slice, cheaper to encode at few destinations and
+// smaller, and one IPC record per destination 10-18x dearer to encode at
+// 10,000 destinations (docs/adr/0016-segments.md, "Router"). utf8 stays for
+// the benchmark and the tests (the flusher reads both).
+var destDictionary = true
 
 // A partition is the parts of one batch bound for one partition: parts
 // [i, j) of the split's (ranked) parts, rows [lo, hi) of its permuted batch.
