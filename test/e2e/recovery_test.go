@@ -80,10 +80,11 @@ func TestRecoveryAfterKill(t *testing.T) {
 	case <-loadDone:
 	}
 
-	// The pipeline keeps up: a commit made now is visible within the
-	// budget while the load goes on (its lag is the steady state the
-	// recovery returns to).
-	lag, err := kit.Wait(ctx, s.server, src.lsn(), recoveryBudget)
+	// The steady lag under this load, before the kill: a commit made now
+	// becomes visible while the load goes on. A pipeline that lags by more
+	// than the budget cannot recover within it; the figure says which the
+	// test measured.
+	lag, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute)
 	if err != nil {
 		t.Fatalf("the pipeline does not keep up with the load before the kill: %v\n%s", err, s.tail())
 	}
