@@ -32,7 +32,7 @@ func TestSplitByOrdersPartsByRank(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(it), 91))
 				tenants := append(genTenants(r, typ, 1+r.IntN(80)), strp("1"), strp("2"))
 				resolve := []Resolve{Auto(), listRes}[it%2]
-				rec, gr := genBatch(t, r, mem, typ, tenants, 1+r.IntN(2000), it%2 == 0)
+				rec, gr := genBatch(t, r, mem, typ, tenants, 1+r.IntN(1500), it%2 == 0)
 				defer rec.Release()
 				partitions := 1 + it
 				rank := func(d string) int { return proto.Partition(d, partitions) }
