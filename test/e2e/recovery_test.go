@@ -27,10 +27,12 @@ const recoveryBudget = 30 * time.Second
 // time (the leases a dead process leaves, AckWait of what it had in
 // flight, the settle waits of a takeover) is in ARCHITECTURE.md, "Recovery
 // after a crash". The oracle then checks every tenant: a fast recovery that
-// lost or duplicated rows is no recovery.
+// lost or duplicated rows is no recovery. It asserts a time, so it runs
+// in make bench, not make test (SLUICE_E2E_RECOVERY=1; ~1 min on a quiet
+// machine, 4 min at load 35, most of it the oracle's 1,000 reads).
 func TestRecoveryAfterKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e")
+	if testing.Short() || os.Getenv("SLUICE_E2E_RECOVERY") == "" {
+		t.Skip("a timed recovery: make bench runs it (SLUICE_E2E_RECOVERY=1)")
 	}
 	const tenants = 1000
 	src := &pg{t: t, dsn: pgtest.NewDB(t)}
