@@ -16,12 +16,15 @@ const (
 	HeaderLast        = "Sluice-Last"        // last position in the batch
 	HeaderThrough     = "Sluice-Through"     // LSN the source is complete through once this message and all before it are stored
 	HeaderRows        = "Sluice-Rows"        // rows in the body
-	HeaderDestination = "Sluice-Destination" // destination (ROUTED, PACKS)
-	HeaderStage       = "Sluice-Stage"       // DLQ: the stage that dead-lettered
-	HeaderReason      = "Sluice-Reason"      // DLQ: why
-	HeaderOrigSubject = "Sluice-Orig-Subject"
-	HeaderOrigStream  = "Sluice-Orig-Stream"
-	HeaderOrigSeq     = "Sluice-Orig-Seq"
+	HeaderDestination = "Sluice-Destination" // destination (PACKS; ROUTED per-destination messages of before segments)
+	// HeaderDestinations is the number of destination runs in a ROUTED
+	// partition message (proto.DestinationRuns).
+	HeaderDestinations = "Sluice-Destinations"
+	HeaderStage        = "Sluice-Stage"  // DLQ: the stage that dead-lettered
+	HeaderReason       = "Sluice-Reason" // DLQ: why
+	HeaderOrigSubject  = "Sluice-Orig-Subject"
+	HeaderOrigStream   = "Sluice-Orig-Stream"
+	HeaderOrigSeq      = "Sluice-Orig-Seq"
 
 	HeaderMsgID       = "Nats-Msg-Id"
 	HeaderTraceparent = "traceparent"

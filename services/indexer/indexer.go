@@ -114,6 +114,15 @@ type Indexer struct {
 
 // item is one pack waiting in the batch, with the event to ack (nil when
 // the reconciler found it).
+// AckWait is the PACKS consumer's: an event a dead indexer held comes back
+// this long after its last delivery or in-progress ack, and the publisher's
+// frontier waits for it (ARCHITECTURE.md, "Recovery after a crash"). An
+// event being checked or indexed is kept alive with in-progress acks every
+// AckWait/3; one redelivered while queued behind a slow batch is indexed
+// again, which is harmless (catalog.Index skips indexed packs, and rows
+// fold onto themselves).
+const AckWait = 15 * time.Second
+
 type item struct {
 	ref catalog.PackRef
 	msg jetstream.Msg
@@ -199,7 +208,7 @@ func (ix *Indexer) Run(ctx context.Context) error {
 		Durable:       proto.ConsumerIndexer,
 		FilterSubject: proto.SubjectPacksAll,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       time.Minute,
+		AckWait:       AckWait,
 		MaxAckPending: 4096,
 		MaxDeliver:    -1,
 	})
@@ -211,7 +220,7 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return natsx.Consume(gctx, cons, ix.handle, natsx.ConsumeOptions{
 			Stage: "indexer", DLQ: ix.dlq, Fetch: 256, MaxWait: time.Second, ManualAck: true,
-			Log: ix.log, Metrics: ix.deps.Metrics,
+			Log: ix.log, Metrics: ix.deps.Metrics, InProgressEvery: AckWait / 3,
 		})
 	})
 	g.Go(func() error { return ix.batcher(gctx) })
@@ -464,6 +473,8 @@ func (ix *Indexer) flush(ctx context.Context, batch []item) {
 	defer span.End()
 	span.SetAttributes(attribute.Int("sluice.packs", len(batch)))
 	start := time.Now()
+	stop := keepAlive(batch, AckWait/3)
+	defer stop()
 	err := ix.index(ctx, batch)
 	if err != nil && len(batch) > 1 {
 		ix.log.Warn("indexing batch failed, retrying pack by pack", "packs", len(batch), "err", err)
@@ -490,6 +501,31 @@ func (ix *Indexer) flush(ctx context.Context, batch []item) {
 	ix.status.LastBatch = time.Now()
 	ix.status.LastBatchMs = float64(d.Microseconds()) / 1000
 	ix.mu.Unlock()
+}
+
+// keepAlive sends an in-progress ack for every event of batch each period
+// until stop is called (indexing a batch can take max_statement_time and a
+// retry pack by pack).
+func keepAlive(batch []item, period time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, it := range batch {
+					if it.msg != nil {
+						_ = it.msg.InProgress()
+					}
+				}
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 func (ix *Indexer) index(ctx context.Context, batch []item) error {

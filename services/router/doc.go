@@ -3,9 +3,10 @@
 // consumer "router" on CHANGES, and "router-replay" on REPLAY (router dead
 // letters replayed by `sluice dlq replay`, handled exactly like CHANGES
 // batches), and turns every batch of a shared source
-// table into one batch per destination on ROUTED
-// (sluice.routed.<partition>.<destination>), unroutable rows into one dead
-// letter per batch on sluice.dlq.router.
+// table into one message per partition on ROUTED (sluice.routed.<partition>:
+// the rows of every destination of the partition, grouped by destination,
+// each row's destination in _sluice_destination), unroutable rows into one
+// dead letter per batch on sluice.dlq.router.
 //
 // The router is stateless: any number of replicas share the durable
 // consumer, and a replica killed at any instant loses nothing — an input is

@@ -26,8 +26,13 @@ const Stage = "router"
 
 const (
 	// AckWait is how long an input may stay unacked before JetStream
-	// redelivers it to another replica.
-	AckWait = 30 * time.Second
+	// redelivers it to another replica. A handler in progress sends an
+	// in-progress ack every AckWait/3; an input a dead router held comes
+	// back after AckWait, and the frontier (the router's ack floor) waits
+	// for it (ARCHITECTURE.md, "Recovery after a crash"). A redelivery of an
+	// input another replica is still routing republishes the same message
+	// ids, which ROUTED's duplicate window (2 min) drops.
+	AckWait = 15 * time.Second
 	// poolBytes bounds the free split buffers kept for reuse.
 	poolBytes = 256 << 20
 	// headerSlack is kept free of the payload limit for headers that

@@ -201,6 +201,8 @@ type routedMsg struct {
 	ids     []int64
 	tenants []string
 	ops     []int8
+	dests   []string // each row's ColDestination (ROUTED)
+	runs    int      // destination runs (proto.DestinationRuns); -1: a refused column
 }
 
 func (e *env) readStream(t *testing.T, stream string) []routedMsg {
@@ -233,6 +235,18 @@ func (e *env) readStream(t *testing.T, stream string) []routedMsg {
 			ids := rec.Column(1).(*array.Int64)
 			ten := rec.Column(0).(*array.String)
 			ops := rec.Column(3).(*array.Int8)
+			if stream == proto.StreamRouted {
+				runs, _, err := proto.DestinationRuns(rec)
+				rm.runs = len(runs)
+				if err != nil {
+					rm.runs = -1
+				}
+				for _, r := range runs {
+					for range r.Hi - r.Lo {
+						rm.dests = append(rm.dests, r.Destination)
+					}
+				}
+			}
 			for i := 0; i < ids.Len(); i++ {
 				rm.ids = append(rm.ids, ids.Value(i))
 				rm.ops = append(rm.ops, ops.Value(i))
@@ -250,12 +264,12 @@ func (e *env) readStream(t *testing.T, stream string) []routedMsg {
 }
 
 // checkRouted verifies ROUTED holds every routable row of batches exactly
-// once, in the destination its own tenant names, one message per (input,
-// destination). It returns a description of every violation.
+// once, in the destination its own tenant names (its ColDestination), in
+// one message per (input, partition) on the partition's subject, each
+// destination's rows one run. It returns a description of every violation.
 func checkRouted(msgs []routedMsg, batches [][]row, partitions int) []string {
 	var bad []string
 	want := map[int64]string{}
-	pairs := map[string]bool{}
 	for _, b := range batches {
 		for _, r := range b {
 			if r.tenant == nil {
@@ -269,33 +283,44 @@ func checkRouted(msgs []routedMsg, batches [][]row, partitions int) []string {
 		}
 	}
 	got := map[int64]int{}
+	ids := map[string]bool{}
 	for _, m := range msgs {
-		p, dest, err := proto.ParseRoutedSubject(m.subject)
-		if err != nil {
-			bad = append(bad, err.Error())
+		id := m.hdr.Get(proto.HeaderMsgID)
+		p, err := strconv.Atoi(strings.TrimPrefix(m.subject, "sluice.routed."))
+		if err != nil || proto.RoutedPartitionSubject(p) != m.subject {
+			bad = append(bad, fmt.Sprintf("%s: not a partition subject", m.subject))
 			continue
 		}
-		if p != proto.Partition(dest, partitions) {
-			bad = append(bad, fmt.Sprintf("%s: partition %d, want %d", m.subject, p, proto.Partition(dest, partitions)))
-		}
-		if m.hdr.Get(proto.HeaderDestination) != dest {
-			bad = append(bad, fmt.Sprintf("%s: Sluice-Destination %q", m.subject, m.hdr.Get(proto.HeaderDestination)))
-		}
-		id := m.hdr.Get(proto.HeaderMsgID)
-		if pairs[id] {
+		if ids[id] {
 			bad = append(bad, "duplicate message "+id)
 		}
-		pairs[id] = true
-		if base, _, _ := strings.Cut(id, ":"+dest); !strings.HasSuffix(id, ":"+dest) && !strings.HasPrefix(id, base+":"+dest+":") {
-			bad = append(bad, fmt.Sprintf("msg id %q does not name its destination", id))
+		ids[id] = true
+		// r:<input>:p<N>, or r:<input>:p<N>:<k> for a payload split's piece.
+		if base, _, _ := strings.Cut(id, ":p"+strconv.Itoa(p)); !strings.HasPrefix(id, "r:") ||
+			id != base+":p"+strconv.Itoa(p) && !strings.HasPrefix(id, base+":p"+strconv.Itoa(p)+":") {
+			bad = append(bad, fmt.Sprintf("msg id %q does not name its partition %d", id, p))
+		}
+		if d := m.hdr.Get(proto.HeaderDestination); d != "" {
+			bad = append(bad, fmt.Sprintf("%s: a Sluice-Destination header %q on a partition message", id, d))
+		}
+		if m.runs < 1 {
+			bad = append(bad, fmt.Sprintf("%s: destination column refused or empty", id))
+			continue
 		}
 		if n, _ := strconv.Atoi(m.hdr.Get(proto.HeaderRows)); n != len(m.ids) {
 			bad = append(bad, fmt.Sprintf("%s: Sluice-Rows %d, body %d", id, n, len(m.ids)))
 		}
+		if n, _ := strconv.Atoi(m.hdr.Get(proto.HeaderDestinations)); n != m.runs {
+			bad = append(bad, fmt.Sprintf("%s: Sluice-Destinations %d, body %d runs", id, n, m.runs))
+		}
 		for i, rid := range m.ids {
 			got[rid]++
+			dest := m.dests[i]
 			if want[rid] != dest {
 				bad = append(bad, fmt.Sprintf("row %d (tenant %s) in %q, want %q", rid, m.tenants[i], dest, want[rid]))
+			}
+			if proto.Partition(dest, partitions) != p {
+				bad = append(bad, fmt.Sprintf("%s: row %d of %s on partition %d, want %d", id, rid, dest, p, proto.Partition(dest, partitions)))
 			}
 		}
 	}
@@ -419,8 +444,30 @@ func TestRouteEndToEnd(t *testing.T) {
 	if got := testutil.ToFloat64(r.h.Metrics().Mutations); got != 5 {
 		t.Fatalf("routing mutations metric %v, want 5", got)
 	}
-	if n, err := testutil.GatherAndCount(reg, "sluice_router_split_duration_seconds", "sluice_router_destinations_per_batch"); err != nil || n != 2 {
+	if n, err := testutil.GatherAndCount(reg, "sluice_router_split_duration_seconds", "sluice_router_destinations_per_batch", "sluice_router_messages_per_batch"); err != nil || n != 3 {
 		t.Fatalf("histograms: %d, %v", n, err)
+	}
+	// Messages per batch are bounded by the partitions the batch touches,
+	// not by its destinations: every batch holds all six tenants (five
+	// routable), fewer than the partitions each would have alone.
+	touched := map[int]bool{}
+	for _, ten := range tenants {
+		if d, err := proto.DestinationName(ten); err == nil {
+			touched[proto.Partition(d, e.cfg.Delivery.Partitions)] = true
+		}
+	}
+	mf, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range mf {
+		if f.GetName() != "sluice_router_messages_per_batch" {
+			continue
+		}
+		h := f.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != 5 || h.GetSampleSum() != float64(5*len(touched)) {
+			t.Fatalf("messages per batch: %d batches, %v messages; want 5 batches of %d", h.GetSampleCount(), h.GetSampleSum(), len(touched))
+		}
 	}
 }
 
@@ -511,8 +558,9 @@ func crashMidBatch(t *testing.T, unsafeAckFirst bool) []string {
 	return checkRouted(e.readStream(t, proto.StreamRouted), batches, e.cfg.Delivery.Partitions)
 }
 
-// TestOversizedOutputIsSplit: a destination's rows that would exceed the
-// payload limit go out as several messages, each under it.
+// TestOversizedOutputIsSplit: a partition's rows that would exceed the
+// payload limit go out as several messages, each under it, each with its
+// own span; the small destination sharing the partition keeps its rows.
 func TestOversizedOutputIsSplit(t *testing.T) {
 	e := startEnv(t)
 	cfg := e.cfg
@@ -534,19 +582,33 @@ func TestOversizedOutputIsSplit(t *testing.T) {
 	if bad := checkRouted(msgs, [][]row{rows}, cfg.Delivery.Partitions); len(bad) > 0 {
 		t.Fatalf("ROUTED is wrong:\n%s", strings.Join(bad, "\n"))
 	}
+	lsn := func(id int64) uint64 { // as the rows above were made
+		if id == 1000 {
+			return 1000
+		}
+		return uint64(100 + id)
+	}
 	big := 0
 	for _, m := range msgs {
-		if m.hdr.Get(proto.HeaderDestination) == "big" {
-			big++
-			first, _ := proto.ParsePosition(m.hdr.Get(proto.HeaderFirst))
-			last, _ := proto.ParsePosition(m.hdr.Get(proto.HeaderLast))
-			if uint64(first.LSN) != uint64(100+m.ids[0]) || uint64(last.LSN) != uint64(100+m.ids[len(m.ids)-1]) {
-				t.Errorf("piece %s: span %v..%v for ids %d..%d", m.hdr.Get(proto.HeaderMsgID), first, last, m.ids[0], m.ids[len(m.ids)-1])
-			}
+		if m.subject != proto.RoutedPartitionSubject(proto.Partition("big", cfg.Delivery.Partitions)) {
+			continue
+		}
+		if id := m.hdr.Get(proto.HeaderMsgID); !strings.HasSuffix(id, ":"+strconv.Itoa(big)) {
+			t.Errorf("piece %d has id %s", big, id)
+		}
+		big++
+		lo, hi := lsn(m.ids[0]), lsn(m.ids[0])
+		for _, id := range m.ids {
+			lo, hi = min(lo, lsn(id)), max(hi, lsn(id))
+		}
+		first, _ := proto.ParsePosition(m.hdr.Get(proto.HeaderFirst))
+		last, _ := proto.ParsePosition(m.hdr.Get(proto.HeaderLast))
+		if uint64(first.LSN) != lo || uint64(last.LSN) != hi {
+			t.Errorf("piece %s: span %v..%v, its rows' LSNs %d..%d", m.hdr.Get(proto.HeaderMsgID), first, last, lo, hi)
 		}
 	}
 	if big < 4 {
-		t.Fatalf("60 KB for one destination went out in %d messages under a 16 KiB limit", big)
+		t.Fatalf("60 KB for one partition went out in %d messages under a 16 KiB limit", big)
 	}
 }
 

@@ -296,18 +296,22 @@ func (c *Catalog) check(ctx context.Context, objs map[string]object) error {
 	if len(missing) > 0 {
 		return c.refuse("catalog with prefix %q registers tables whose rows tables are missing: %s", c.n.prefix, strings.Join(missing, ", "))
 	}
-	// Inventory without membership: snapshots were published and packs
-	// indexed, yet no manifest row pairs with any watermark row. Reads
-	// pinned at those snapshots would silently become empty.
+	// Inventory without membership: snapshots holding packs were published
+	// and packs indexed, yet no manifest row pairs with any watermark row.
+	// Reads pinned at those snapshots would silently become empty. Only
+	// snapshots that claim packs count: a catalog whose snapshots so far
+	// hold none (the first publish of an empty source) and that has since
+	// indexed packs not yet published is the ordinary state of a crash
+	// between indexing and the next publish.
 	res, err = c.conn.Query(ctx, fmt.Sprintf(
-		"SELECT (SELECT count() FROM %s), (SELECT count() FROM %s), (SELECT count() FROM %s WHERE (version, publish_id) IN (SELECT version, publish_id FROM %s))",
+		"SELECT (SELECT count() FROM %s), (SELECT count() FROM %s WHERE packs > 0), (SELECT count() FROM %s WHERE (version, publish_id) IN (SELECT version, publish_id FROM %s))",
 		ident(c.n.packs()), ident(c.n.watermark()), ident(c.n.manifest()), ident(c.n.watermark())))
 	if err != nil {
 		return fmt.Errorf("checking membership: %w", err)
 	}
 	inv, wm, members := asUint(res.Rows[0][0]), asUint(res.Rows[0][1]), asUint(res.Rows[0][2])
 	if inv > 0 && wm > 0 && members == 0 {
-		return c.refuse("catalog with prefix %q has an inventory without membership: %d inventory rows and %d published snapshots, but no manifest row of %s pairs with a watermark row",
+		return c.refuse("catalog with prefix %q has an inventory without membership: %d inventory rows and %d published snapshots holding packs, but no manifest row of %s pairs with a watermark row",
 			c.n.prefix, inv, wm, c.n.manifest())
 	}
 	// Inventory without rows: the indexer skips packs in the inventory, so

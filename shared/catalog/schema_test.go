@@ -117,6 +117,18 @@ func TestSchemaAccepts(t *testing.T) {
 	if err := catalog.New(conn, catalog.Options{Prefix: "other"}).EnsureSchema(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// A crash between indexing and the next publish, after a first
+	// publish of no packs (an empty source): packs indexed, no snapshot
+	// holds any yet. Nothing pinned reads empty; the catalog is whole.
+	conn3 := chtest.Conn(t)
+	c3 := newCatalog(t, conn3)
+	var l catalog.Lease
+	publish(t, c3, &l, 1)
+	store := openStore(t, "s1")
+	index(t, c3, store, catalogtest.Write(t, store, catalogtest.Items, "shop1", "p1", []catalogtest.Row{catalogtest.Ins(2, 1, item(1, "shop1", nil))}))
+	if err := catalog.New(conn3, catalog.Options{}).EnsureSchema(t.Context()); err != nil {
+		t.Fatalf("indexed packs after an empty first snapshot: %v", err)
+	}
 }
 
 func TestAddedColumnAndRebuild(t *testing.T) {

@@ -36,7 +36,13 @@ type result struct {
 	offered       int
 	samples       int
 	p50, p99, max time.Duration
-	err           string
+	// Per case: the flusher's peak RSS (KiB), pack or segment files written
+	// per second of the throughput phase, ROUTED messages per change batch.
+	rssKiB       int64
+	filesPerSec  float64
+	filesCounted bool
+	msgsPerBatch float64
+	err          string
 }
 
 func envInt(name string, def int) int {
@@ -56,7 +62,7 @@ func envDur(name string, def time.Duration) time.Duration {
 func tenantCounts() []int {
 	v := os.Getenv("SLUICE_BENCH_TENANTS")
 	if v == "" {
-		return []int{10, 1000, 10000}
+		return []int{10, 1000, 10000, 100000}
 	}
 	var out []int
 	for _, f := range strings.Split(v, ",") {
@@ -83,20 +89,32 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.ReportMetric(r.rowsPerSec, "rows/s")
 			b.ReportMetric(float64(r.p50.Milliseconds()), "p50-ms")
 			b.ReportMetric(float64(r.p99.Milliseconds()), "p99-ms")
+			b.ReportMetric(float64(r.rssKiB)/1024, "flusher-rss-MiB")
+			b.ReportMetric(r.filesPerSec, "files/s")
+			b.ReportMetric(r.msgsPerBatch, "msgs/batch")
 		})
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nsluice end to end (one process, flush_interval 1s, publisher.interval 200ms, %d partitions)\n", 16)
-	fmt.Fprintf(&sb, "%8s  %9s  %11s  %10s  %9s  %8s  %8s  %8s  %s\n", "tenants", "rows", "rows/s", "drain", "offered", "p50", "p99", "max", "")
+	fmt.Fprintf(&sb, "%8s  %9s  %11s  %10s  %9s  %8s  %8s  %8s  %9s  %8s  %10s  %s\n", "tenants", "rows", "rows/s", "drain", "offered", "p50", "p99", "max",
+		"rss-MiB", "files/s", "msgs/batch", "")
+	counted := false
 	for _, r := range results {
-		fmt.Fprintf(&sb, "%8d  %9d  %11.0f  %10s  %7d/s  %8s  %8s  %8s  %s\n", r.tenants, r.rows, r.rowsPerSec,
-			r.visible.Round(10*time.Millisecond), r.offered, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.max.Round(time.Millisecond), r.err)
+		fmt.Fprintf(&sb, "%8d  %9d  %11.0f  %10s  %7d/s  %8s  %8s  %8s  %9.0f  %8.1f  %10.2f  %s\n", r.tenants, r.rows, r.rowsPerSec,
+			r.visible.Round(10*time.Millisecond), r.offered, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.max.Round(time.Millisecond),
+			float64(r.rssKiB)/1024, r.filesPerSec, r.msgsPerBatch, r.err)
+		counted = counted || r.filesCounted
 	}
+	sb.WriteString("rss: the flusher process's VmHWM over the case; files/s: files written per second of the throughput phase")
+	if counted {
+		sb.WriteString(" (counted in the store: no sluice_flusher_files_written_total)")
+	}
+	sb.WriteString("; msgs/batch: ROUTED messages per routed change batch\n")
 	fmt.Print(sb.String())
 }
 
-func run(b *testing.B, tenants int) result {
-	res := result{tenants: tenants, rows: envInt("SLUICE_BENCH_ROWS", 300000), offered: 5000}
+func run(b *testing.B, tenants int) (res result) {
+	res = result{tenants: tenants, rows: envInt("SLUICE_BENCH_ROWS", 300000), offered: 5000}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	dsn := pgtest.NewDB(b)
@@ -119,6 +137,7 @@ func run(b *testing.B, tenants int) result {
 	}
 	var p kit.Pipeline
 	dir := b.TempDir()
+
 	src := kit.Source{DSN: dsn, Tables: []string{"public.bench_events"}, Slot: "sluice_bench"}
 	if os.Getenv("SLUICE_BENCH_MODE") == "multi" {
 		p, err = kit.NewCluster(dir, src, settings, kit.Counts{Readers: 1, Routers: 2, Flushers: 2, Indexers: 2, Publishers: 1})
@@ -129,6 +148,7 @@ func run(b *testing.B, tenants int) result {
 		b.Fatal(err)
 	}
 	defer p.Stop()
+	defer func() { res.rssKiB = flusherHWM(p) }() // before Stop: the process's peak over the case
 	if err := p.EnsureRunning(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -144,6 +164,7 @@ func run(b *testing.B, tenants int) result {
 
 	// Throughput.
 	const txRows = 10000
+	before := sample(ctx, p, dir)
 	start := time.Now()
 	var next int64
 	var mu sync.Mutex
@@ -174,11 +195,13 @@ func run(b *testing.B, tenants int) result {
 	budget := envDur("SLUICE_BENCH_BUDGET", 3*time.Minute)
 	if _, err := kit.Wait(ctx, p.Server(), lsn, budget); err != nil {
 		res.visible = time.Since(start)
+		res.measure(before, sample(ctx, p, dir))
 		res.err = fmt.Sprintf("not caught up with %d rows after %s (< %.0f rows/s)", res.rows, res.visible.Round(time.Second), float64(res.rows)/res.visible.Seconds())
 		return res
 	}
 	res.visible = time.Since(start)
 	res.rowsPerSec = float64(res.rows) / res.visible.Seconds()
+	res.measure(before, sample(ctx, p, dir))
 	b.Logf("tenants %d: %d rows loaded in %s, visible after %s: %.0f rows/s", tenants, res.rows, res.load, res.visible, res.rowsPerSec)
 
 	// Latency at a fixed offered rate.
@@ -192,6 +215,16 @@ func run(b *testing.B, tenants int) result {
 	res.p50, res.p99, res.max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 	b.Logf("tenants %d: %d commits at %d rows/s: p50 %s p99 %s max %s", tenants, len(lat), res.offered, res.p50, res.p99, res.max)
 	return res
+}
+
+// measure sets the per-case rates of the throughput phase (res.visible
+// long) from the counters at its start and end.
+func (res *result) measure(before, after counters) {
+	res.filesPerSec = (after.filesWritten - before.filesWritten) / res.visible.Seconds()
+	res.filesCounted = after.filesCounted
+	if n := after.routedBatches - before.routedBatches; n > 0 {
+		res.msgsPerBatch = (after.published - before.published) / n
+	}
 }
 
 type commit struct {

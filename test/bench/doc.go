@@ -1,6 +1,8 @@
 // Package bench measures sluice end to end: sustained rows per second from
 // source commit to published snapshot, and commit-to-visible latency at a
-// fixed offered rate, for 10, 1,000 and 10,000 tenants (make bench).
+// fixed offered rate, for 10, 1,000, 10,000 and 100,000 tenants (make
+// bench), with per case the flusher's peak RSS, files written per second
+// and ROUTED messages per change batch.
 //
 // NOTES
 //   - Throughput: SLUICE_BENCH_ROWS (default 300,000) narrow rows are
@@ -12,7 +14,14 @@
 //     as a 500-row transaction every 100 ms; each commit's LSN is taken
 //     right after it commits, and it is visible when the latest snapshot's
 //     through_lsn reaches it (polled every 25 ms on the HTTP API).
-//   - SLUICE_BENCH_TENANTS=10,1000 picks the tenant counts;
+//   - Per case: rss is the flusher process's VmHWM (`sluice dev` is a new
+//     process per case, so it is the case's peak; SLUICE_BENCH_MODE=multi:
+//     the largest flusher's); files/s is sluice_flusher_files_written_total
+//     over the throughput phase (files counted in the store when the metric
+//     is absent); msgs/batch is sluice_router_messages_published_total per
+//     routed change batch over the same phase.
+//   - SLUICE_BENCH_TENANTS (default 10,1000,10000,100000) picks the tenant
+//     counts;
 //     SLUICE_BENCH_BUDGET (default 3m) bounds the wait for the throughput
 //     phase, after which the case reports "not caught up" and an upper
 //     bound; SLUICE_BENCH_MODE=multi runs the pipeline as separate processes.

@@ -29,6 +29,9 @@
 //     rule on; ~15 s, in make test). readerloss_test.go says why.
 //   - TestToastScenarios: one key per TOAST scenario, to name the one that
 //     breaks rule 6.
+//   - TestRecoveryAfterKill: `sluice dev` with 1,000 tenants under load,
+//     kill -9, immediate restart; caught up within 30 s of the kill, then
+//     the oracle. Timed, so make bench runs it (SLUICE_E2E_RECOVERY=1).
 //   - TestTraceEndToEnd: spans of one transaction in all five services,
 //     through Jaeger v2's query API (skips without the Jaeger binary; see
 //     deploy/fetch-jaeger.sh).

@@ -184,6 +184,16 @@ func (p *Proc) signal(sig syscall.Signal, timeout time.Duration) bool {
 	}
 }
 
+// Pid is the running process's id (0 when it is not running).
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.exitedLocked() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Kills counts SIGKILLs; Starts counts starts.
 func (p *Proc) Kills() int  { p.mu.Lock(); defer p.mu.Unlock(); return p.kills }
 func (p *Proc) Starts() int { p.mu.Lock(); defer p.mu.Unlock(); return p.starts }

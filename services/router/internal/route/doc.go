@@ -1,13 +1,15 @@
 // Package route is the router's message handler: it turns one CHANGES
-// message into one ROUTED message per destination and, for unroutable rows,
-// one dead letter.
+// message into one ROUTED message per partition it touches and, for
+// unroutable rows, one dead letter.
 //
 // For each message: ticks are acked with no output; the wire version is
-// checked; the body is decoded; the batch is split (internal/split); every
-// destination's rows are encoded (split further if the body would exceed the
-// payload limit) and published asynchronously to
-// sluice.routed.<partition>.<destination> with a Nats-Msg-Id derived from
-// the input's; unroutable rows go to sluice.dlq.router as one Arrow batch
+// checked; the body is decoded; the batch is split (internal/split,
+// SplitBy, ranked by partition, retired destinations last and dropped);
+// every partition's rows (one window of the split, each destination's rows
+// one run) are encoded with a last _sluice_destination column (split
+// further if the body would exceed the payload limit) and published
+// asynchronously to sluice.routed.<partition> with a Nats-Msg-Id derived
+// from the input's (proto.PartitionMsgID); unroutable rows go to sluice.dlq.router as one Arrow batch
 // with Sluice-Reason; the handler returns nil (so natsx.Consume acks the
 // input) only after every PubAck and the dead letter are in. A failed
 // publish returns a transient error: natsx naks with backoff and the
@@ -21,18 +23,21 @@
 // bound.
 //
 // NOTES
-//   - Encoding: every destination's body is encoded by up to EncodeWorkers
-//     goroutines (default GOMAXPROCS) taking parts in order from a shared
-//     counter, then published in part order. The bodies are byte for byte
-//     arrowcodec.Encode's, but the schema message is built once per input
-//     batch and each body is assembled in a per-worker scratch buffer
-//     (encoder.go): at 10K destinations per batch this cut the encode CPU by
-//     ~30% (BenchmarkHandleWork), and encoding still costs ~2x the split.
+//   - Encoding: the partitions' bodies are encoded by up to EncodeWorkers
+//     goroutines (default GOMAXPROCS) taking partitions in order from a
+//     shared counter, then published in partition order (partition.go).
+//     _sluice_destination is a dictionary<int32, utf8> column (one entry per
+//     destination of the message; BenchmarkPartitionWire measured it against
+//     utf8 and one IPC record per destination, docs/adr/0016-segments.md).
+//     A dictionary-free schema's bodies take the pre-built schema message
+//     and per-worker scratch of encoder.go.
 //   - A body that cannot fit under the payload limit even as a single row is
 //     permanent (the reader cuts batches well below the limit, so this means
 //     the limit shrank).
-//   - Oversized parts are halved by rows until they fit; their ids are the
-//     part's id with ":<index>" appended (deterministic for a given limit).
+//   - Oversized partition messages are halved by rows until they fit (a
+//     destination's rows may span two pieces, each piece a run); their ids
+//     are the message's id with ":<index>" appended (deterministic for a
+//     given limit).
 //   - Once a batch starts publishing it finishes (bounded by DrainTimeout)
 //     even when the consume context ends, so a graceful shutdown acks what
 //     it published instead of leaving duplicates to be dropped.

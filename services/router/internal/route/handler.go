@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,9 +33,6 @@ const TracerName = "github.com/sluice-cdc/sluice/services/router"
 const (
 	defaultWindow       = 256
 	defaultDrainTimeout = 30 * time.Second
-	// minPartsPerWorker: below this many parts per encoder the goroutine
-	// hand-off costs more than it saves.
-	minPartsPerWorker = 8
 )
 
 // Options configure a Handler.
@@ -86,7 +82,7 @@ type Handler struct {
 	retiredRows                                                         atomic.Int64
 
 	mu      sync.Mutex // guards seen, lastErr, lastErrAt
-	seen    map[string]struct{}
+	seen    *distinct
 	lastErr string
 	lastAt  time.Time
 }
@@ -113,7 +109,7 @@ func New(o Options) *Handler {
 		log:    o.Log,
 		m:      newMetrics(o.Metrics),
 		tracer: otel.Tracer(TracerName),
-		seen:   map[string]struct{}{},
+		seen:   newDistinct(),
 	}
 }
 
@@ -121,7 +117,7 @@ func New(o Options) *Handler {
 type Stats struct {
 	Batches        int64     `json:"batches"`
 	Rows           int64     `json:"rows"`
-	Destinations   int       `json:"destinations_seen"`
+	Destinations   int       `json:"destinations_seen"` // exact up to 4096, then estimated (±2%)
 	DeadLetters    int64     `json:"dead_letters"`
 	DeadLetterRows int64     `json:"dead_letter_rows"`
 	DroppedRows    int64     `json:"dropped_rows"`
@@ -139,7 +135,7 @@ func (h *Handler) Stats() Stats {
 	return Stats{
 		Batches:        h.batches.Load(),
 		Rows:           h.rows.Load(),
-		Destinations:   len(h.seen),
+		Destinations:   h.seen.count(),
 		DeadLetters:    h.deadLetters.Load(),
 		DeadLetterRows: h.deadRows.Load(),
 		DroppedRows:    h.dropped.Load(),
@@ -220,14 +216,16 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 		return natsx.Permanent(fmt.Errorf("decoding batch %s: %w", id, err))
 	}
 	t0 := time.Now()
-	res, err := h.o.Splitter.Split(rec)
+	// Ranked by partition (retired destinations last), so each
+	// partition's parts are one window of the permuted batch.
+	res, err := h.o.Splitter.SplitBy(rec, h.rank)
 	h.m.splitSeconds.Observe(time.Since(t0).Seconds())
 	rec.Release()
 	if err != nil {
 		return natsx.Permanent(fmt.Errorf("splitting batch %s: %w", id, err))
 	}
 	defer res.Release()
-	parts, retired := h.dropRetired(res.Parts) // lifecycle: retired destinations get nothing
+	parts, retired := dropRetired(res.Parts) // lifecycle: retired destinations get nothing
 	span.SetAttributes(attribute.Int("sluice.destinations", len(parts)), attribute.Int("sluice.rows", res.Rows))
 
 	base := nats.Header{}
@@ -242,7 +240,7 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 	natsotel.Inject(ctx, base)
 
 	t1 := time.Now()
-	msgs, err := h.encodeParts(id, base, parts)
+	msgs, err := h.encodePartitions(id, base, res, parts)
 	h.m.encodeSeconds.Observe(time.Since(t1).Seconds())
 	if err != nil {
 		return err
@@ -267,6 +265,7 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 	h.rows.Add(int64(res.Rows))
 	h.m.rows.Add(float64(res.Rows))
 	h.m.dests.Observe(float64(len(parts)))
+	h.m.msgsPerBatch.Observe(float64(len(msgs)))
 	h.mutations.Add(int64(res.Mutations))
 	h.m.mutations.Add(float64(res.Mutations))
 	h.m.moveOuts.Add(float64(res.MoveOuts))
@@ -276,144 +275,10 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 	h.m.retired.Add(float64(retired))
 	h.mu.Lock()
 	for _, p := range parts {
-		h.seen[p.Destination] = struct{}{}
+		h.seen.add(p.Destination)
 	}
 	h.mu.Unlock()
 	return nil
-}
-
-// encodeParts makes every part's messages, in part order. Parts are
-// encoded by up to EncodeWorkers goroutines at once (each takes the next
-// part from a shared counter), since at thousands of destinations the IPC
-// encoding costs more than the split. On failure it returns the error of
-// the first failing part in part order, as a serial loop would: parts are
-// handed out in order and a worker that sees a failure stops taking more,
-// so every part before the failing one has been encoded.
-func (h *Handler) encodeParts(id string, base nats.Header, parts []split.Part) ([]*nats.Msg, error) {
-	if len(parts) == 0 {
-		return nil, nil
-	}
-	per := make([][]*nats.Msg, len(parts))
-	errs := make([]error, len(parts))
-	enc0 := newBodyEncoder(parts[0].Batch.Schema())
-	one := func(enc *bodyEncoder, i int) error {
-		p := parts[i]
-		subject := proto.RoutedSubject(proto.Partition(p.Destination, h.o.Partitions), p.Destination)
-		out, err := h.encode(enc, p.Batch, p.First, p.Last, base, subject, proto.RoutedMsgID(id, p.Destination), p.Destination)
-		if err != nil {
-			err = fmt.Errorf("encoding batch %s for %s: %w", id, p.Destination, err)
-		}
-		per[i], errs[i] = out, err
-		return err
-	}
-	workers := min(h.o.EncodeWorkers, len(parts)/minPartsPerWorker)
-	if workers <= 1 {
-		for i := range parts {
-			if err := one(enc0, i); err != nil {
-				return nil, err
-			}
-		}
-	} else {
-		var next atomic.Int64
-		var failed atomic.Bool
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				enc := enc0.clone()
-				for !failed.Load() {
-					i := int(next.Add(1) - 1)
-					if i >= len(parts) {
-						return
-					}
-					if one(enc, i) != nil {
-						failed.Store(true)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return nil, err
-			}
-		}
-	}
-	n := 0
-	for _, m := range per {
-		n += len(m)
-	}
-	msgs := make([]*nats.Msg, 0, n)
-	for _, m := range per {
-		msgs = append(msgs, m...)
-	}
-	return msgs, nil
-}
-
-func headerSize(h nats.Header) int {
-	n := len("NATS/1.0\r\n\r\n")
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
-}
-
-// encode makes the messages of one destination's rows: one, or several
-// when the body would exceed the payload limit.
-func (h *Handler) encode(enc *bodyEncoder, b arrow.RecordBatch, first, last proto.Position, base nats.Header, subject, msgID, dest string) ([]*nats.Msg, error) {
-	mk := func(b arrow.RecordBatch, first, last proto.Position, msgID string) (*nats.Msg, bool, error) {
-		body, err := enc.encode(b)
-		if err != nil {
-			return nil, false, err
-		}
-		hd := maps.Clone(base)
-		hd.Set(proto.HeaderFirst, first.String())
-		hd.Set(proto.HeaderLast, last.String())
-		hd.Set(proto.HeaderDestination, dest)
-		hd.Set(proto.HeaderRows, strconv.FormatInt(b.NumRows(), 10))
-		hd.Set(proto.HeaderMsgID, msgID)
-		fits := h.o.MaxPayload <= 0 || len(body)+headerSize(hd) <= h.o.MaxPayload
-		return &nats.Msg{Subject: subject, Header: hd, Data: body}, fits, nil
-	}
-	m, fits, err := mk(b, first, last, msgID)
-	if err != nil || fits {
-		return []*nats.Msg{m}, err
-	}
-	// Too large: halve by rows until every piece fits.
-	var out []*nats.Msg
-	var cut func(b arrow.RecordBatch) error
-	cut = func(b arrow.RecordBatch) error {
-		n := b.NumRows()
-		for _, half := range [][2]int64{{0, n / 2}, {n / 2, n}} {
-			s := b.NewSlice(half[0], half[1])
-			f, l := split.Span(s)
-			m, fits, err := mk(s, f, l, msgID+":"+strconv.Itoa(len(out)))
-			switch {
-			case err != nil:
-			case fits:
-				out = append(out, m)
-			case s.NumRows() <= 1:
-				err = natsx.Permanent(fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(m.Data), h.o.MaxPayload))
-			default:
-				err = cut(s)
-			}
-			s.Release()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if b.NumRows() <= 1 {
-		return nil, natsx.Permanent(fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(m.Data), h.o.MaxPayload))
-	}
-	// Index pieces in order so ids are a pure function of the rows and the
-	// limit.
-	if err := cut(b); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // deadLetter records the unroutable rows of one batch as one message.
@@ -499,32 +364,3 @@ type MetricSet struct{ Mutations prometheus.Counter }
 
 // Metrics returns the handler's collectors (tests).
 func (h *Handler) Metrics() MetricSet { return MetricSet{Mutations: h.m.mutations} }
-
-// dropRetired returns parts without those of retired destinations (a new
-// slice when any is dropped; res.Release still frees every part) and the
-// rows dropped. The caller counts them once the batch is stored: a batch
-// that fails is retried and would count them again.
-func (h *Handler) dropRetired(parts []split.Part) ([]split.Part, int64) {
-	if h.o.Retired == nil {
-		return parts, 0
-	}
-	var rows int64
-	var kept []split.Part
-	for i, p := range parts {
-		if !h.o.Retired(p.Destination) {
-			if kept != nil {
-				kept = append(kept, p)
-			}
-			continue
-		}
-		if kept == nil {
-			kept = make([]split.Part, i, len(parts))
-			copy(kept, parts[:i])
-		}
-		rows += p.Batch.NumRows()
-	}
-	if kept == nil {
-		return parts, 0
-	}
-	return kept, rows
-}

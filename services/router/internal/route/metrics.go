@@ -18,6 +18,7 @@ type metrics struct {
 	batches       *prometheus.CounterVec
 	rows          prometheus.Counter
 	dests         prometheus.Histogram
+	msgsPerBatch  prometheus.Histogram
 	mutations     prometheus.Counter
 	moveOuts      prometheus.Counter
 	deadRows      prometheus.Counter
@@ -44,6 +45,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:    "sluice_router_destinations_per_batch",
 			Help:    "Destinations one input batch was split into.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 9),
+		}),
+		msgsPerBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_router_messages_per_batch",
+			Help:    "ROUTED messages one routed input batch became (one per partition it touched, more when a payload split cut one): bounded by delivery.partitions, not by destinations.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
 		mutations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_router_routing_mutations_total",
@@ -80,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		encodeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_router_encode_duration_seconds",
-			Help:    "Time to encode every destination's batch of one input batch (IPC, in parallel across destinations).",
+			Help:    "Time to encode every partition's message of one input batch (IPC, in parallel across partitions).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 3, 12),
 		}),
 		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -95,6 +101,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.batches = register(reg, m.batches)
 	m.rows = register(reg, m.rows)
 	m.dests = register(reg, m.dests)
+	m.msgsPerBatch = register(reg, m.msgsPerBatch)
 	m.mutations = register(reg, m.mutations)
 	m.moveOuts = register(reg, m.moveOuts)
 	m.deadRows = register(reg, m.deadRows)

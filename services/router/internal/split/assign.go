@@ -148,6 +148,15 @@ func (s *Splitter) assignChunked(a *assigner, col arrow.Array, rec arrow.RecordB
 			nullV = a.nullBucket()
 		}
 	}
+	if remap := a.reorder(); remap != nil {
+		for w := range chunks {
+			for j, v := range chunks[w].gmap {
+				if v >= 2 {
+					chunks[w].gmap[j] = remap[v-2] + 2
+				}
+			}
+		}
+	}
 	nb := len(a.counts)
 	for w := range chunks {
 		c := &chunks[w]

@@ -30,7 +30,11 @@
 //     part's span are computed beside the take, from the input;
 //  4. one zero-copy window of the permuted batch per destination, plus one
 //     for the unroutable rows, whose column slices are built on first read
-//     (part.go): the encoder builds them, in parallel across parts.
+//     (part.go). The buckets are laid out in order of first appearance, or
+//     with SplitBy by (rank, destination name), renumbered once every bucket
+//     is known and before the counting sort: the router ranks by partition,
+//     so consecutive parts of one rank are one window (Result.Window), which
+//     is a partition's message.
 //
 // Rows of one destination keep their input order. Every row is routed by its
 // own routing value, so the OpMoveOut row of a routing mutation (the old

@@ -44,12 +44,16 @@ type Part struct {
 	Destination string            // "" for the unroutable part
 	Batch       arrow.RecordBatch // zero-copy slice of the permuted batch, its columns built on first read; the input schema
 	First, Last proto.Position    // smallest and largest position among the rows
+	// Lo, Hi are the part's rows [Lo, Hi) in the permuted batch (see
+	// Result.Window); Rank is what SplitBy's rank said of the destination.
+	Lo, Hi int64
+	Rank   int
 }
 
 // Result is one split batch. Release it once done with every part.
 type Result struct {
 	Rows       int      // input rows
-	Parts      []Part   // one per destination, in order of first appearance
+	Parts      []Part   // one per destination, in order of first appearance (SplitBy: of rank, then name)
 	Unroutable *Part    // rows for the dead-letter stream; nil when there are none
 	Reasons    []string // distinct reasons of the unroutable rows (at most 8)
 	Dropped    int      // rows of unlisted values dropped (mode list, unlisted: drop)
@@ -70,6 +74,16 @@ func (r *Result) Release() {
 		r.permuted.Release()
 	}
 	r.Parts, r.Unroutable, r.permuted = nil, nil, nil
+}
+
+// Window returns rows [lo, hi) of the permuted batch, every part's rows
+// laid out part after part in Parts' order: consecutive parts are one
+// zero-copy window. Release it; it stays valid after r.Release.
+func (r *Result) Window(lo, hi int64) arrow.RecordBatch {
+	if r.permuted == nil || lo < 0 || hi < lo || hi > r.permuted.NumRows() {
+		return nil
+	}
+	return newPart(r.permuted, lo, hi)
 }
 
 // columns are the indices of the columns the split reads.
@@ -123,7 +137,48 @@ type assigner struct {
 	counts  []int
 	reasons []string
 	dropped int
-	null    int32 // bucket+2 of NULL, 0 until first seen
+	null    int32                        // bucket+2 of NULL, 0 until first seen
+	rank    func(destination string) int // nil: buckets in order of first appearance
+	ranks   []int                        // bucket -> rank, after reorder
+}
+
+// reorder renumbers the destination buckets (1..) by (rank, name) once
+// every bucket is known, before the counting sort lays the rows out in
+// bucket order. It returns old bucket -> new bucket, nil when there is no
+// rank (or nothing to reorder). Bucket 0, the unroutable rows, stays 0.
+func (a *assigner) reorder() []int32 {
+	if a.rank == nil {
+		return nil
+	}
+	nb := len(a.names)
+	ranks := make([]int, nb)
+	for b := 1; b < nb; b++ {
+		ranks[b] = a.rank(a.names[b])
+	}
+	order := make([]int32, nb-1) // new position -> old bucket, for 1..
+	for i := range order {
+		order[i] = int32(i + 1)
+	}
+	sort.Slice(order, func(i, j int) bool {
+		x, y := order[i], order[j]
+		if ranks[x] != ranks[y] {
+			return ranks[x] < ranks[y]
+		}
+		return a.names[x] < a.names[y]
+	})
+	remap := make([]int32, nb)
+	names := make([]string, nb)
+	counts := make([]int, nb)
+	a.ranks = make([]int, nb)
+	counts[0] = a.counts[0]
+	for i, old := range order {
+		b := int32(i + 1)
+		remap[old] = b
+		names[b], counts[b], a.ranks[b] = a.names[old], a.counts[old], ranks[old]
+		a.byName[a.names[old]] = b
+	}
+	a.names, a.counts = names, counts
+	return remap
 }
 
 func newAssigner(resolve Resolve, column string) *assigner {
@@ -261,6 +316,13 @@ func (s *Splitter) assignSerial(a *assigner, routing arrow.Array, rec arrow.Reco
 	if unsafeMoveOutFollowsPair {
 		breakIsolation(rec, cols, ids, a)
 	}
+	if remap := a.reorder(); remap != nil {
+		for i, b := range ids {
+			if b >= 0 {
+				ids[i] = remap[b]
+			}
+		}
+	}
 	// Stable counting sort of row indices by bucket: inv[i] is row i's new
 	// index. Dropped rows go after every bucket (and are never sliced), so
 	// inv is a bijection on [0, n) and the take needs no per-row branch.
@@ -299,7 +361,14 @@ func (s *Splitter) getScratch(n int) *[]int32 {
 
 // Split routes every row of rec by its own routing value. rec is not
 // retained. An error describes the batch (see errors.go).
-func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
+func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) { return s.SplitBy(rec, nil) }
+
+// SplitBy is Split with the parts (and their rows in the permuted batch)
+// ordered by rank(destination), then by destination name, instead of by
+// first appearance: the router ranks by partition, so the parts of one
+// partition are one contiguous window (Result.Window). rank is called once
+// per destination of the batch; its value is kept in Part.Rank.
+func (s *Splitter) SplitBy(rec arrow.RecordBatch, rank func(destination string) int) (*Result, error) {
 	cols, err := findColumns(rec.Schema())
 	if err != nil {
 		return nil, err
@@ -307,6 +376,7 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 	n := int(rec.NumRows())
 	res := &Result{Rows: n}
 	a := newAssigner(s.resolve, cols.routingName)
+	a.rank = rank
 
 	routing := rec.Column(cols.routing)
 	switch routing.(type) {
@@ -356,7 +426,10 @@ func (s *Splitter) Split(rec arrow.RecordBatch) (*Result, error) {
 			continue
 		}
 		lo, hi := starts[b], starts[b]+c
-		p := Part{Destination: a.names[b], Batch: newPart(permuted, int64(lo), int64(hi))}
+		p := Part{Destination: a.names[b], Batch: newPart(permuted, int64(lo), int64(hi)), Lo: int64(lo), Hi: int64(hi)}
+		if a.ranks != nil {
+			p.Rank = a.ranks[b]
+		}
 		p.First, p.Last = spans[b].first, spans[b].last
 		if b == 0 {
 			res.Unroutable = &p
