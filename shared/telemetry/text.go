@@ -15,7 +15,7 @@ import (
 
 // TextHandler writes one line per record for a person at a terminal:
 //
-//	15:04:05.000 INFO  router     partition claimed partition=3 term=2
+//	15:04:05.000 INFO  flusher   pack written partition=3 rows=120
 //
 // time (local, milliseconds), level, the service attribute as a column,
 // the message, then the other attributes as key=value (values quoted when
