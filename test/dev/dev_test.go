@@ -201,7 +201,7 @@ func TestDevOnATerminal(t *testing.T) {
 		select {
 		case err := <-d.done:
 			d.done <- err
-			return fmt.Errorf("exited early: %v", err)
+			t.Fatalf("sluice dev exited at start: %v", err)
 		default:
 		}
 		var v any
