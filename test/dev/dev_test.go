@@ -307,6 +307,7 @@ func TestDevOnATerminal(t *testing.T) {
 				t.Errorf("the start-up summary lacks %q", want)
 			}
 		}
+		t.Logf("what the terminal showed first:\n%s", strings.Join(strings.SplitN(out, "\n", 30)[:min(29, strings.Count(out, "\n"))], "\n"))
 		logs := 0
 		for _, line := range strings.Split(out, "\n") {
 			if strings.HasPrefix(strings.TrimSpace(line), "{") {
