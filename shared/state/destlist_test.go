@@ -105,3 +105,61 @@ func TestListKnownDestinations(t *testing.T) {
 }
 
 func head(xs []string) []string { return xs[:min(len(xs), 5)] }
+
+// TestListHundredThousand: 100,000 flushed destinations and 1,000 with a
+// lifecycle row page out completely, each once, in name order, in pages
+// of 5,000 (what `sluice destinations list` asks for).
+func TestListHundredThousand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 rows")
+	}
+	pool, _, _ := migrated(t)
+	ctx := context.Background()
+	ds := NewDestinationStates(pool, schema)
+	if _, err := pool.Exec(ctx, `INSERT INTO sluice.cursors (destination, partition, lsn, seq, term, updated_at)
+		SELECT format('t%s', lpad(g::text, 6, '0')), g % 16, g, 0, 1, now() FROM generate_series(1, 100000) g`); err != nil {
+		t.Fatal(err)
+	}
+	// Every 100th is paused; 1,000 more are retired ahead of their first row.
+	if _, err := pool.Exec(ctx, `INSERT INTO sluice.destination_states (destination, state, version)
+		SELECT format('t%s', lpad((g * 100)::text, 6, '0')), 'paused', g FROM generate_series(1, 1000) g
+		UNION ALL
+		SELECT format('u%s', lpad(g::text, 6, '0')), 'retired', 1000 + g FROM generate_series(1, 1000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE sluice.cursors; ANALYZE sluice.destination_states`); err != nil {
+		t.Fatal(err)
+	}
+	count := func(only DestinationState) (n int, states map[DestinationState]int) {
+		states = map[DestinationState]int{}
+		o := ListOptions{State: only, Limit: 5000}
+		last := ""
+		for {
+			page, more, err := ds.List(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range page {
+				if d.Destination <= last {
+					t.Fatalf("%s after %s", d.Destination, last)
+				}
+				last = d.Destination
+				states[d.State]++
+			}
+			n += len(page)
+			if !more {
+				return n, states
+			}
+			o.After = last
+		}
+	}
+	if n, st := count(""); n != 101000 || st[Active] != 99000 || st[Paused] != 1000 || st[Retired] != 1000 {
+		t.Fatalf("listed %d: %v; want 101,000: 99,000 active, 1,000 paused, 1,000 retired", n, st)
+	}
+	if n, _ := count(Active); n != 99000 {
+		t.Fatalf("--state active listed %d, want 99,000", n)
+	}
+	if n, _ := count(Paused); n != 1000 {
+		t.Fatalf("--state paused listed %d, want 1,000", n)
+	}
+}
