@@ -101,6 +101,19 @@ type NATS struct {
 	// always); without it an acked publish survives a process kill, not a
 	// power loss.
 	SyncAlways bool `yaml:"sync_always"`
+	// Listen is the client address of the embedded server (nats.url:
+	// embedded), so the nats CLI can be pointed at `sluice dev`; a taken
+	// port falls back to a free one (logged). Port 0 picks a free port.
+	Listen string `yaml:"listen"`
+	// Monitor is the embedded server's monitoring address (/varz, /jsz,
+	// /connz); empty turns it off. A taken port falls back to a free one.
+	Monitor string `yaml:"monitor"`
+	// InsecureNoAuth lets the embedded server listen, or serve monitoring,
+	// on a non-loopback address without NATS auth (nats.user and
+	// nats.password, or nats.token); without it that is refused. The
+	// monitoring endpoint has no auth of its own: a non-loopback
+	// nats.monitor always needs this.
+	InsecureNoAuth bool `yaml:"insecure_no_auth"`
 }
 
 // State is where cursors and leases live.
@@ -220,7 +233,11 @@ type HTTP struct {
 type Telemetry struct {
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
 	LogLevel     string `yaml:"log_level"`
-	LogFormat    string `yaml:"log_format"` // json | text
+	LogFormat    string `yaml:"log_format"` // auto (text on a terminal, JSON otherwise) | json | text
+	// JaegerUI is the base URL of Jaeger's UI and query API (e.g.
+	// http://127.0.0.1:16686); `sluice trace` reads spans from it and the
+	// start-up summary prints it.
+	JaegerUI string `yaml:"jaeger_ui"`
 }
 
 // Demo is the demo schema and traffic of `sluice dev` without a source.
@@ -244,6 +261,8 @@ func Default() Config {
 			MaxPayload: 8 << 20,
 			MaxAge:     24 * time.Hour,
 			MaxBytes:   2 << 30,
+			Listen:     "127.0.0.1:4222",
+			Monitor:    "127.0.0.1:8222",
 		},
 		State:   State{Schema: "sluice"},
 		Catalog: Catalog{URL: "embedded", Prefix: "sluice"},
@@ -281,7 +300,7 @@ func Default() Config {
 		},
 		Publisher: Publisher{Interval: time.Second, LeaseTTL: 10 * time.Second},
 		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
-		Telemetry: Telemetry{LogLevel: "info", LogFormat: "json"},
+		Telemetry: Telemetry{LogLevel: "info", LogFormat: "auto"},
 		Demo:      Demo{Tenants: 300, Rate: 20},
 	}
 }
@@ -561,9 +580,14 @@ func (c *Config) Validate() error {
 		return bad("telemetry.log_level", "%q: want debug, info, warn or error", c.Telemetry.LogLevel)
 	}
 	switch c.Telemetry.LogFormat {
-	case "json", "text":
+	case "auto", "json", "text":
 	default:
-		return bad("telemetry.log_format", "%q: want json or text", c.Telemetry.LogFormat)
+		return bad("telemetry.log_format", "%q: want auto, json or text", c.Telemetry.LogFormat)
+	}
+	if c.Telemetry.JaegerUI != "" {
+		if err := checkURL("telemetry.jaeger_ui", c.Telemetry.JaegerUI, "http", "https"); err != nil {
+			return err
+		}
 	}
 	if c.Demo.Tenants <= 0 {
 		return bad("demo.tenants", "must be positive")

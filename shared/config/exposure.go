@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -31,6 +32,9 @@ func (c *Config) checkExposure() error {
 	if c.HTTP.Token == "" && c.HTTP.TokenFile == "" && !c.HTTP.InsecureNoAuth && !LoopbackAddr(c.HTTP.Listen) {
 		return bad("http.listen", "%s is reachable from other hosts and no token is set: set SLUICE_HTTP_TOKEN (or http.token_file), listen on 127.0.0.1, or set http.insecure_no_auth: true to serve the API open", c.HTTP.Listen)
 	}
+	if err := c.checkNATSExposure(); err != nil {
+		return err
+	}
 	if c.Packs.TLSCA != "" && !strings.HasPrefix(c.Packs.Endpoint, "https://") {
 		return bad("packs.tls_ca", "is set but packs.endpoint %q is not https://", c.Packs.Endpoint)
 	}
@@ -38,6 +42,40 @@ func (c *Config) checkExposure() error {
 		if host, tls := catalogLink(c.Catalog); !tls && !loopbackHost(host) {
 			return bad("catalog.url", "the catalog's indexing statements carry the pack store's S3 keys and %s is reached without TLS: use https:// or clickhouse://…?secure=true (catalog.tls_ca for a private CA), or set catalog.insecure_no_tls: true", host)
 		}
+	}
+	return nil
+}
+
+// checkNATSExposure refuses an embedded NATS server reachable from other
+// hosts without auth: a non-loopback nats.listen without nats.user and
+// nats.password (or nats.token), and any non-loopback nats.monitor (the
+// monitoring endpoint has no auth of its own), unless nats.insecure_no_auth.
+func (c *Config) checkNATSExposure() error {
+	if c.NATS.URL != "embedded" {
+		return nil
+	}
+	for _, k := range []struct{ key, addr string }{{"nats.listen", c.NATS.Listen}, {"nats.monitor", c.NATS.Monitor}} {
+		if k.addr == "" {
+			if k.key == "nats.listen" {
+				return bad(k.key, "is empty: want host:port (127.0.0.1:0 picks a free port)")
+			}
+			continue
+		}
+		if _, port, err := net.SplitHostPort(k.addr); err != nil {
+			return bad(k.key, "%q: want host:port", k.addr)
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return bad(k.key, "%q: bad port", k.addr)
+		}
+	}
+	if c.NATS.InsecureNoAuth {
+		return nil
+	}
+	auth := (c.NATS.User != "" && c.NATS.Password != "") || c.NATS.Token != ""
+	if !auth && !LoopbackAddr(c.NATS.Listen) {
+		return bad("nats.listen", "%s is reachable from other hosts and the embedded NATS server has no auth: set SLUICE_NATS_USER and SLUICE_NATS_PASSWORD (or SLUICE_NATS_TOKEN), listen on 127.0.0.1, or set nats.insecure_no_auth: true", c.NATS.Listen)
+	}
+	if c.NATS.Monitor != "" && !LoopbackAddr(c.NATS.Monitor) {
+		return bad("nats.monitor", "%s is reachable from other hosts and NATS monitoring has no auth: monitor on 127.0.0.1, or set nats.insecure_no_auth: true", c.NATS.Monitor)
 	}
 	return nil
 }

@@ -9,12 +9,18 @@ import (
 
 // EmbeddedOptions configure the in-process NATS server.
 type EmbeddedOptions struct {
-	StoreDir    string // JetStream file store directory (required)
-	Host        string // default 127.0.0.1
-	Port        int    // 0 = random
-	MaxPayload  int32  // server max_payload; 0 = server default (1 MB)
-	SyncAlways  bool   // fsync every write (sync_interval: always)
-	MonitorPort int    // /varz, /jsz on this port when > 0
+	StoreDir   string // JetStream file store directory (required)
+	Host       string // default 127.0.0.1
+	Port       int    // 0 = random
+	MaxPayload int32  // server max_payload; 0 = server default (1 MB)
+	SyncAlways bool   // fsync every write (sync_interval: always)
+	// MonitorPort serves /varz, /jsz, /connz on this port when > 0, on a
+	// free port when -1 (server.RANDOM_PORT); 0 = off. MonitorHost
+	// defaults to Host.
+	MonitorPort int
+	MonitorHost string
+	// User and Password, or Token, are required of every client when set.
+	User, Password, Token string
 	// MaxStore caps JetStream file storage (max_file_store); 0 = the
 	// server default (75% of the free disk). Streams reserve their
 	// MaxBytes against it, so it must cover 4 x nats.max_bytes.
@@ -59,9 +65,17 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 	if opts.MaxStore > 0 {
 		so.JetStreamMaxStore = opts.MaxStore
 	}
-	if opts.MonitorPort > 0 {
+	if opts.MonitorPort > 0 || opts.MonitorPort == server.RANDOM_PORT {
 		so.HTTPHost = host
+		if opts.MonitorHost != "" {
+			so.HTTPHost = opts.MonitorHost
+		}
 		so.HTTPPort = opts.MonitorPort
+	}
+	if opts.User != "" {
+		so.Username, so.Password = opts.User, opts.Password
+	} else if opts.Token != "" {
+		so.Authorization = opts.Token
 	}
 	s, err := server.NewServer(so)
 	if err != nil {

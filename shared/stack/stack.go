@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -98,12 +97,7 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 		if !needs.EmbeddedNATS {
 			return nil, errors.New("nats.url is embedded, which only `sluice dev` can run: point nats.url at a shared NATS server (nats://host:4222) to run services as separate processes")
 		}
-		ns, err := natsx.StartEmbedded(natsx.EmbeddedOptions{
-			StoreDir:   filepath.Join(cfg.DataDir, "nats"),
-			Host:       "127.0.0.1",
-			MaxPayload: int32(cfg.NATS.MaxPayload),
-			SyncAlways: cfg.NATS.SyncAlways,
-		})
+		ns, err := startEmbeddedNATS(cfg, s.Log)
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
 		}

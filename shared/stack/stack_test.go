@@ -19,6 +19,7 @@ func TestServeStopsInPipelineOrder(t *testing.T) {
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.NATS.Listen, cfg.NATS.Monitor = "127.0.0.1:0", ""
 	cfg.Telemetry.LogLevel = "error"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -74,6 +75,7 @@ func TestServeReturnsAComponentFailure(t *testing.T) {
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.NATS.Listen, cfg.NATS.Monitor = "127.0.0.1:0", ""
 	cfg.Telemetry.LogLevel = "error"
 	ctx := context.Background()
 	st, err := Open(ctx, cfg, "test", Needs{EmbeddedNATS: true})

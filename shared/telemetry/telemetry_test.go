@@ -62,7 +62,7 @@ func TestLoggerLevelAndFormat(t *testing.T) {
 	log.Info("hidden")
 	log.Warn("shown")
 	out := buf.String()
-	if strings.Contains(out, "hidden") || !strings.Contains(out, "msg=shown") {
+	if strings.Contains(out, "hidden") || !strings.Contains(out, "WARN  x         shown\n") {
 		t.Fatalf("output %q", out)
 	}
 	for in, want := range map[string]string{"debug": "DEBUG", "INFO": "INFO", "warning": "WARN", "error": "ERROR", "": "INFO", "bogus": "INFO"} {

@@ -87,7 +87,12 @@ func config(src Source, s Settings, natsURL, catalogURL, packsURL, dataDir strin
 		}
 	}
 	fmt.Fprintf(&b, "  slot: %s\n  publication: %s\n  backfill: true\n", src.Slot, src.Slot)
-	fmt.Fprintf(&b, "destinations:\n  mode: auto\nnats:\n  url: %s\ncatalog:\n  url: %s\n", natsURL, catalogURL)
+	fmt.Fprintf(&b, "destinations:\n  mode: auto\nnats:\n  url: %s\n", natsURL)
+	if natsURL == "embedded" {
+		// Free ports: tests never collide on nats.listen's 4222 or 8222.
+		b.WriteString("  listen: 127.0.0.1:0\n  monitor: 127.0.0.1:0\n")
+	}
+	fmt.Fprintf(&b, "catalog:\n  url: %s\n", catalogURL)
 	if packsURL != "" {
 		fmt.Fprintf(&b, "packs:\n  url: %s\n", packsURL)
 	}

@@ -257,7 +257,7 @@ func (m *Manager) claim(ctx context.Context, id int, quiet bool, listed time.Tim
 	m.parts[id] = p
 	m.m.ownedPartitions.Set(float64(len(m.parts)))
 	m.mu.Unlock()
-	m.log.Info("partition claimed", "partition", id, "term", l.Term)
+	m.log.Debug("partition claimed", "partition", id, "term", l.Term)
 	m.fetchers.Add(1)
 	go func() { defer m.fetchers.Done(); m.fetchLoop(fctx, p) }()
 	return true, nil
@@ -294,7 +294,7 @@ func (m *Manager) settle(ctx context.Context, p *part) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p.c.Settle(info.NumAckPending) {
-		m.log.Info("partition settled: its cursors advance", "partition", p.id, "ack_pending", info.NumAckPending)
+		m.log.Debug("partition settled: its cursors advance", "partition", p.id, "ack_pending", info.NumAckPending)
 	}
 }
 
@@ -377,7 +377,7 @@ func (m *Manager) releasePartition(ctx context.Context, id int) {
 	if err := m.leases.Release(rctx, l); err != nil {
 		m.log.Warn("releasing partition lease", "partition", id, "error", err)
 	}
-	m.log.Info("partition released", "partition", id)
+	m.log.Debug("partition released", "partition", id)
 }
 
 // releaseAll releases every partition lease (after the drain).

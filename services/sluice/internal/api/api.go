@@ -51,6 +51,8 @@ type Deps struct {
 	// States are the destination lifecycle states (lifecycle.go); nil in
 	// a process without the state database.
 	States *state.DestinationStates
+	// Links name the embedded NATS server, its monitoring and Jaeger.
+	Links Links
 }
 
 // Register mounts the API and the UI on h.
@@ -61,6 +63,7 @@ func Register(h *httpx.Server, d Deps) {
 	h.Handle("GET /api/v1/snapshots/latest", http.HandlerFunc(a.latest))
 	h.Handle("GET /api/v1/rows", http.HandlerFunc(a.rows))
 	h.Handle("GET /ui", http.HandlerFunc(a.ui))
+	h.Handle("GET /api/v1/links", http.HandlerFunc(a.links))
 	h.Handle("GET /{$}", http.RedirectHandler("/ui", http.StatusFound))
 	registerDestinations(h, a)
 	RegisterDLQ(h, d)

@@ -59,6 +59,7 @@ const maxReason = 1024
 
 func registerLifecycle(h *httpx.Server, a *handler) {
 	h.Handle("GET /api/v1/destinations/states", http.HandlerFunc(a.lifecycleStates))
+	h.Handle("GET /api/v1/destinations/list", http.HandlerFunc(a.knownDestinations))
 	for action, to := range lifecycleActions {
 		h.Handle("POST /api/v1/destinations/{name}/"+action, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			a.lifecycleSet(w, r, to, a.pathTarget)

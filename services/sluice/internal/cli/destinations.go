@@ -6,7 +6,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +13,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -66,23 +63,17 @@ oldest held change: its copy is not up to date, and no snapshot claims it is.`,
 	return cmd
 }
 
-// destinationListRow is one line of `sluice destinations list`.
-type destinationListRow struct {
-	state.DestinationStateRow
-	Live *api.DestinationRow `json:"live,omitempty"` // the flusher's view, when it has one
-}
-
 func newDestinationsListCmd(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	var only string
 	var target *targetFlags
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "Destinations that are not active: state, reason, since when, and what the flusher holds of them",
+		Short: "Every known destination: state (active included), cursor, last flush, what the flusher holds of it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if only != "" && !state.DestinationState(only).Valid() {
-				return &exitError{2, fmt.Errorf("--state %q: want paused, draining, drained or retired", only)}
+				return &exitError{2, fmt.Errorf("--state %q: want active, paused, draining, drained or retired", only)}
 			}
 			tq, err := target.query()
 			if err != nil {
@@ -92,54 +83,11 @@ func newDestinationsListCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			var rows []state.DestinationStateRow
-			if err := c.get(ctx, "/api/v1/destinations/states", tq, &rows); err != nil {
-				return err
-			}
-			// The flushers' view, best effort (a process without a flusher
-			// has none).
-			live := map[string]api.DestinationRow{}
-			var page api.DestinationsPage
-			q := url.Values{"state": {"paused,draining,drained,retired"}, "limit": {"1000"}}
-			for k, v := range tq {
-				q[k] = v
-			}
-			if c.get(ctx, "/api/v1/destinations", q, &page) == nil {
-				for _, d := range page.Destinations {
-					live[d.Destination] = d
-				}
-			}
-			out := []destinationListRow{}
-			for _, r := range rows {
-				if only != "" && string(r.State) != only {
-					continue
-				}
-				row := destinationListRow{DestinationStateRow: r}
-				if d, ok := live[r.Destination]; ok {
-					row.Live = &d
-				}
-				out = append(out, row)
-			}
-			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
-			}
-			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "DESTINATION\tSTATE\tCHANGED_AT\tBUFFERED_ROWS\tCURSOR\tREASON")
-			for _, r := range out {
-				buffered, cursor := "-", "-"
-				if r.Live != nil {
-					buffered, cursor = fmt.Sprint(r.Live.BufferedRows), r.Live.Cursor
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Destination, r.State, r.ChangedAt.UTC().Format(time.RFC3339), buffered, cursor, r.Reason)
-			}
-			return w.Flush()
+			return listDestinations(cmd.Context(), c, tq, only, asJSON, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&only, "state", "", "only destinations in this state (paused, draining, drained, retired)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (one array)")
+	cmd.Flags().StringVar(&only, "state", "", "only destinations in this state (active, paused, draining, drained, retired)")
 	target = addTargetFlags(cmd, false, "only")
 	return cmd
 }

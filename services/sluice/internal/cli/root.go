@@ -63,7 +63,7 @@ func newRoot() *cobra.Command {
 		newReadCmd(g),
 		newCatalogCmd(g),
 		newDLQCmd(g), newSlotCmd(g),
-		newDestinationsCmd(g),
+		newDestinationsCmd(g), newTraceCmd(g),
 		newVersionCmd(),
 	)
 	return root

@@ -101,7 +101,8 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	}
 	states, closeStates := destinationStates(ctx, st)
 	defer closeStates()
-	api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log, States: states})
+	lk := links(cfg, st)
+	api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log, States: states, Links: lk})
 
 	var traffic sync.WaitGroup
 	trafficCtx, stopTraffic := context.WithCancel(ctx)
@@ -114,9 +115,7 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 		}()
 	}
 	st.Log.Info("sluice started", "process", process, "services", names, "ui", "http://"+st.HTTP.Addr()+"/ui")
-	if dev {
-		fmt.Fprintf(os.Stderr, "sluice dev is running: UI http://%s/ui   (Ctrl-C drains and exits)\n", st.HTTP.Addr())
-	}
+	printSummary(os.Stderr, process, names, cfg, st, lk, demoCluster != nil)
 	runErr := st.Serve(ctx, comps)
 	stopTraffic()
 	traffic.Wait()
