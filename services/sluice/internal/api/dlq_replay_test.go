@@ -80,21 +80,36 @@ func runRouter(t *testing.T, js jetstream.JetStream, list map[string]string) (st
 	}
 }
 
-// routedTo waits for the ROUTED message of destination dest and returns
-// its headers.
+// routedTo waits for the first ROUTED message (a partition message) that
+// carries rows of destination dest and returns its headers.
 func routedTo(t *testing.T, js jetstream.JetStream, dest string) nats.Header {
 	t.Helper()
 	ctx := context.Background()
-	subject := proto.RoutedSubject(proto.Partition(dest, 2), dest)
+	subject := proto.RoutedPartitionSubject(proto.Partition(dest, 2))
 	cons, err := js.OrderedConsumer(ctx, proto.StreamRouted, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
-	if err != nil {
-		t.Fatalf("no ROUTED message for %s: %v", dest, err)
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+		if err != nil {
+			t.Fatalf("no ROUTED message for %s: %v", dest, err)
+		}
+		rec, err := arrowcodec.Decode(m.Data(), nil)
+		if err != nil {
+			t.Fatalf("decoding a ROUTED message: %v", err)
+		}
+		runs, _, err := proto.DestinationRuns(rec)
+		rec.Release()
+		if err != nil {
+			t.Fatalf("a ROUTED message's destinations: %v", err)
+		}
+		for _, r := range runs {
+			if r.Destination == dest {
+				return m.Headers()
+			}
+		}
 	}
-	return m.Headers()
 }
 
 // A router dead letter replayed while the reader keeps publishing: the
@@ -168,7 +183,7 @@ func TestDLQReplayKeepsTheReaderChain(t *testing.T) {
 			defer stop()
 			h := routedTo(t, e.js, "shop2")
 			want := proto.Position{LSN: 100, Seq: 2}.String()
-			if h.Get(proto.HeaderFirst) != want || h.Get(proto.HeaderLast) != want || h.Get(proto.HeaderMsgID) != proto.RoutedMsgID(ReplayMsgID(dead[0].Seq), "shop2") {
+			if h.Get(proto.HeaderFirst) != want || h.Get(proto.HeaderLast) != want || h.Get(proto.HeaderMsgID) != proto.PartitionMsgID(ReplayMsgID(dead[0].Seq), proto.Partition("shop2", 2)) {
 				t.Fatalf("replayed rows routed with %v; want first = last = %s, id from replay:%d", h, want, dead[0].Seq)
 			}
 			// The router acked the replay: REPLAY is a work queue.
