@@ -45,8 +45,13 @@ test: libchdb s3server ops-tools
 	  if ! { $(MAKE) lint && $(MAKE) model; }; then kill $$jpid 2>/dev/null; rm -f "$$log"; exit 1; fi; \
 	  if ! wait $$jpid; then echo "fetching Jaeger failed:"; tail -20 "$$log"; rm -f "$$log"; exit 1; fi; \
 	  tail -1 "$$log"; rm -f "$$log"
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list $(PKGS) | grep -vxF $(UNSAFE_PKGS))
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags sluice_unsafe $(UNSAFE_PKGS)
+	@# The end-to-end package (built with the unsafe switches its negative
+	@# controls need) is the longest: it runs beside every other package,
+	@# its output printed when it ends.
+	@e2e=$$(mktemp); $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags sluice_unsafe $(UNSAFE_PKGS) >"$$e2e" 2>&1 & epid=$$!; \
+	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list $(PKGS) | grep -vxF $(UNSAFE_PKGS)); rc=$$?; \
+	  wait $$epid; erc=$$?; cat "$$e2e"; rm -f "$$e2e"; \
+	  [ $$rc -eq 0 ] && [ $$erc -eq 0 ]
 	$(GO) test -count=1 -tags sluice_unsafe -run '^TestUnsafe' ./services/reader/
 
 # The headline figures of every issue, each with the iteration count its
