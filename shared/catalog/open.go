@@ -12,7 +12,8 @@ import (
 // Open connects to the catalog engine cfg.URL names: "embedded" starts (or
 // joins) the in-process chDB engine with its data under <dataDir>/catalog;
 // clickhouse://host:9000/db or http(s)://host:8123/db connects to a
-// ClickHouse server through clickhouse-go.
+// ClickHouse server through clickhouse-go, its DDL ON CLUSTER cfg.Cluster
+// when that is set (OnCluster).
 func Open(ctx context.Context, cfg config.Catalog, dataDir string) (Conn, error) {
 	switch cfg.URL {
 	case "", "embedded":
@@ -26,6 +27,6 @@ func Open(ctx context.Context, cfg config.Catalog, dataDir string) (Conn, error)
 		if err != nil {
 			return nil, err
 		}
-		return s, nil
+		return OnCluster(s, cfg.Cluster), nil
 	}
 }

@@ -134,6 +134,10 @@ type Catalog struct {
 	// server over a connection without TLS on a non-loopback host; without
 	// it such a configuration is refused.
 	InsecureNoTLS bool `yaml:"insecure_no_tls"`
+	// Cluster, when set, names the ClickHouse cluster (remote_servers) the
+	// catalog's DDL runs ON CLUSTER, with Replicated*MergeTree engines
+	// (catalog.OnCluster); a ClickHouse server only.
+	Cluster string `yaml:"cluster"`
 }
 
 // Packs is the pack store.
@@ -507,6 +511,9 @@ func (c *Config) Validate() error {
 		if err := checkURL("catalog.url", c.Catalog.URL, "clickhouse", "http", "https"); err != nil {
 			return err
 		}
+	}
+	if c.Catalog.Cluster != "" && (c.Catalog.URL == "embedded" || !clusterRe.MatchString(c.Catalog.Cluster)) {
+		return bad("catalog.cluster", "%q: a cluster name (letters, digits, _ and -) of a ClickHouse server's remote_servers; the embedded catalog has none", c.Catalog.Cluster)
 	}
 	if !identRe.MatchString(c.Catalog.Prefix) {
 		return bad("catalog.prefix", "%q: lowercase letters, digits and _", c.Catalog.Prefix)

@@ -70,6 +70,8 @@ func TestRefusals(t *testing.T) {
 		{"nats:\n  password: hunter2", "nats.password"},
 		{"http:\n  token: abc", "http.token"},
 		{"catalog:\n  url: mysql://x", "catalog.url"},
+		{"catalog:\n  cluster: prod", "catalog.cluster"}, // the embedded catalog has no cluster
+		{"catalog:\n  url: http://ch:8123/db\n  cluster: 'a b'", "catalog.cluster"},
 		{"nats:\n  url: http://x", "nats.url"},
 		{"destinations:\n  mode: list\n  list: {a: 'b.c'}", "destinations.list"},
 		{"destinations:\n  mode: list\n  list: {a: '~c4n65'}", "the canonical name of that value is ~c4n64"}, // an alias

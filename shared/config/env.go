@@ -14,6 +14,9 @@ import (
 
 var identRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// clusterRe is a ClickHouse cluster name (catalog.cluster).
+var clusterRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,127}$`)
+
 // ByteSize is a size in bytes; YAML and the environment accept 1048576,
 // 512KiB, 64MiB, 8GiB (and KB/MB/GB as powers of 1000).
 type ByteSize int64

@@ -115,6 +115,9 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 	if err := natsx.EnsureStreams(ctx, js, cfg); err != nil {
 		return nil, fmt.Errorf("provisioning JetStream streams: %w", err)
 	}
+	// Says it (metric, log) when the NATS cluster loses its quorum.
+	health := natsx.WatchHealth(js, s.Log, s.Registry)
+	s.closers = append(s.closers, func(context.Context) error { health.Stop(); return nil })
 
 	if needs.State {
 		pool, err := pgxpool.New(ctx, cfg.StateDSN())

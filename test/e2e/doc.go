@@ -21,6 +21,16 @@
 //     nats-server and kills the catalog host once), and Postgres is
 //     crashed once; then the oracle. SLUICE_SOAK_DURATION sets the length
 //     (make soak); default 60s each.
+//   - TestOracleCluster: the multi-process pipeline on a three-node
+//     JetStream cluster (kit.NATSCluster, streams at replicas 3) through
+//     a kill -9 of the CHANGES stream leader and its restart, a stalled
+//     node, the kill of one router, flusher and indexer, the active
+//     reader and the lease-holding publisher (each replica's share of the
+//     work and the takeover times are printed and bounded,
+//     spread_test.go), the oracle, then a quorum loss that status,
+//     metrics and logs must name. TestSoakCluster is its soak (make soak
+//     only); TestScalingCosts (SLUICE_SCALING=1) measures the per-unit
+//     costs of docs/scaling.md.
 //   - TestNegative*: a safety rule switched off through a SLUICE_UNSAFE_*
 //     switch (SLUICE_NEGATIVE=1 runs them; they skip while the services do
 //     not acknowledge the switch). The flusher's is the soak; the reader's

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluice-cdc/sluice/shared/pgcluster"
@@ -82,6 +84,10 @@ type Chaos struct {
 	// NATS, when set, is killed and restarted now and then (a broker
 	// restart). Nil in one-process mode, where the broker is in-process.
 	NATS *Proc
+	// NATSCluster, when set, has one node at a time killed (kill -9, the
+	// CHANGES stream leader every other time) and restarted, or stalled
+	// (SIGSTOP for 2-6 s, then SIGCONT): a quorum always stays up.
+	NATSCluster *NATSCluster
 	// Postgres, when set, is crashed and restarted once, halfway.
 	Postgres *Postgres
 	// Extra victims killed rarely (e.g. the catalog host).
@@ -92,18 +98,23 @@ type Chaos struct {
 	Every time.Duration
 	Seed  uint64
 	Log   func(format string, args ...any)
+
+	stalled atomic.Bool // a NATS node is stalled
 }
 
 // ChaosStats count the faults survived.
 type ChaosStats struct {
 	Kills            map[string]int // SIGKILLs per process name
 	NATSRestarts     int
+	NATSNodeKills    int // of which NATSLeaderKills killed the CHANGES leader
+	NATSLeaderKills  int
+	NATSStalls       int
 	PostgresRestarts int
 	RestartFailures  []string
 }
 
 func (s ChaosStats) Total() int {
-	n := s.NATSRestarts + s.PostgresRestarts
+	n := s.NATSRestarts + s.PostgresRestarts + s.NATSNodeKills + s.NATSStalls
 	for _, k := range s.Kills {
 		n += k
 	}
@@ -120,8 +131,12 @@ func (s ChaosStats) String() string {
 	for _, k := range names {
 		parts = append(parts, fmt.Sprintf("%s×%d", k, s.Kills[k]))
 	}
-	return fmt.Sprintf("%d faults: kill -9 [%s], nats-server restarts %d, postgres crashes %d, restart failures %d",
-		s.Total(), strings.Join(parts, " "), s.NATSRestarts, s.PostgresRestarts, len(s.RestartFailures))
+	nodes := ""
+	if s.NATSNodeKills+s.NATSStalls > 0 {
+		nodes = fmt.Sprintf(", NATS node kills %d (stream leader %d), NATS node stalls %d", s.NATSNodeKills, s.NATSLeaderKills, s.NATSStalls)
+	}
+	return fmt.Sprintf("%d faults: kill -9 [%s], nats-server restarts %d%s, postgres crashes %d, restart failures %d",
+		s.Total(), strings.Join(parts, " "), s.NATSRestarts, nodes, s.PostgresRestarts, len(s.RestartFailures))
 }
 
 // Run injects faults until ctx ends, then leaves everything running.
@@ -142,6 +157,7 @@ func (c *Chaos) Run(ctx context.Context, d time.Duration) ChaosStats {
 	rareDone := len(c.Rare) == 0
 	var wg sync.WaitGroup
 	var mu sync.Mutex // guards st.RestartFailures
+	c.stalled.Store(false)
 	defer wg.Wait()
 	restart := func(p *Proc) {
 		// Restart in the background: the next fault may hit while a
@@ -200,6 +216,10 @@ func (c *Chaos) Run(ctx context.Context, d time.Duration) ChaosStats {
 			p.Kill()
 			st.Kills[p.Name]++
 			restart(p)
+		case c.NATSCluster != nil && r.Float64() < c.NATSShare:
+			if !c.nodeFault(r, &st, &wg, restart) {
+				continue
+			}
 		case c.NATS != nil && c.NATS.Running() && r.Float64() < c.NATSShare:
 			c.Log("chaos: restarting nats-server (kill -9)")
 			c.NATS.Kill()
@@ -222,4 +242,46 @@ func (c *Chaos) Run(ctx context.Context, d time.Duration) ChaosStats {
 			restart(p)
 		}
 	}
+}
+
+// nodeFault kills or stalls one node of the NATS cluster when every node
+// runs and none is stalled (so a quorum stays up); it reports whether it
+// did.
+func (c *Chaos) nodeFault(r *rand.Rand, st *ChaosStats, wg *sync.WaitGroup, restart func(*Proc)) bool {
+	for _, n := range c.NATSCluster.Nodes {
+		if !n.Running() {
+			return false
+		}
+	}
+	if c.stalled.Load() {
+		return false
+	}
+	if r.IntN(3) == 0 {
+		n := c.NATSCluster.Nodes[r.IntN(len(c.NATSCluster.Nodes))]
+		d := time.Duration(2000+r.IntN(4000)) * time.Millisecond
+		c.Log("chaos: stalling %s (SIGSTOP) for %s", n.Name, d)
+		_ = n.Signal(syscall.SIGSTOP)
+		c.stalled.Store(true)
+		st.NATSStalls++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(d) // the stall's length
+			_ = n.Signal(syscall.SIGCONT)
+			c.stalled.Store(false)
+		}()
+		return true
+	}
+	n := c.NATSCluster.Nodes[r.IntN(len(c.NATSCluster.Nodes))]
+	if st.NATSNodeKills%2 == 0 {
+		if l, err := c.NATSCluster.Leader(context.Background(), "CHANGES"); err == nil {
+			n = l
+			st.NATSLeaderKills++
+		}
+	}
+	c.Log("chaos: kill -9 of NATS node %s", n.Name)
+	n.Kill()
+	st.NATSNodeKills++
+	restart(n)
+	return true
 }

@@ -37,6 +37,10 @@ type Settings struct {
 	// reader processes connect to (a Cluster only), e.g. a FaultProxy in
 	// front of it; every other process connects to the server directly.
 	ReaderNATS func(natsURL string) (string, error)
+	// NATSNodes, at 3 or more, runs a Cluster's broker as a JetStream
+	// cluster of that many nats-server processes (kit.NATSCluster) with
+	// every stream at nats.replicas: 3; else one nats-server.
+	NATSNodes int
 }
 
 // Pipeline is a running sluice, in one process or many.
@@ -70,6 +74,10 @@ func (s *Settings) defaults() {
 
 // config writes the shared part of a sluice config.
 func config(src Source, s Settings, natsURL, catalogURL, packsURL, dataDir string) string {
+	replicas := 1
+	if s.NATSNodes >= 3 {
+		replicas = 3
+	}
 	if src.Slot == "" {
 		src.Slot = "sluice_e2e"
 	}
@@ -87,7 +95,7 @@ func config(src Source, s Settings, natsURL, catalogURL, packsURL, dataDir strin
 		}
 	}
 	fmt.Fprintf(&b, "  slot: %s\n  publication: %s\n  backfill: true\n", src.Slot, src.Slot)
-	fmt.Fprintf(&b, "destinations:\n  mode: auto\nnats:\n  url: %s\n", natsURL)
+	fmt.Fprintf(&b, "destinations:\n  mode: auto\nnats:\n  url: %s\n  replicas: %d\n", natsURL, replicas)
 	if natsURL == "embedded" {
 		// Free ports: tests never collide on nats.listen's 4222 or 8222.
 		b.WriteString("  listen: 127.0.0.1:0\n  monitor: 127.0.0.1:0\n")
@@ -149,13 +157,15 @@ type Counts struct{ Readers, Routers, Flushers, Indexers, Publishers int }
 // indexers, two publishers, and a standby reader.
 var DefaultCounts = Counts{Readers: 2, Routers: 2, Flushers: 3, Indexers: 2, Publishers: 2}
 
-// Cluster is the pipeline as separate OS processes: a real nats-server, the
+// Cluster is the pipeline as separate OS processes: a real nats-server (or
+// a JetStream cluster of them, Settings.NATSNodes), the
 // catalog host (`sluice catalog serve`, the embedded chDB behind
 // ClickHouse's HTTP interface), and `sluice run <service>` per replica.
 type Cluster struct {
 	Dir     string
 	Config  string
-	NATS    *Proc
+	NATS    *Proc        // the one nats-server; nil with a NATS cluster
+	NATSC   *NATSCluster // the JetStream cluster, with Settings.NATSNodes
 	Catalog *Proc
 	Procs   []*Proc // services, in start order
 	natsURL string
@@ -170,25 +180,19 @@ func NewCluster(dir string, src Source, s Settings, n Counts) (*Cluster, error) 
 	if err != nil {
 		return nil, err
 	}
-	natsBin, err := NATSServerBin()
-	if err != nil {
-		return nil, err
-	}
-	natsPort, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
 	catPort, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Config: filepath.Join(dir, "sluice.yaml"), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort)}
-	natsConf := filepath.Join(dir, "nats-server.conf")
-	if err := os.WriteFile(natsConf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream {\n  store_dir: %q\n}\n",
-		natsPort, filepath.Join(dir, "nats"))), 0o644); err != nil {
+	c := &Cluster{Dir: dir, Config: filepath.Join(dir, "sluice.yaml")}
+	if s.NATSNodes >= 3 {
+		if c.NATSC, err = NewNATSCluster(dir, s.NATSNodes); err != nil {
+			return nil, err
+		}
+		c.natsURL = c.NATSC.URL()
+	} else if c.NATS, c.natsURL, err = natsServer(dir); err != nil {
 		return nil, err
 	}
-	c.NATS = &Proc{Name: "nats-server", Bin: natsBin, Args: []string{"-c", natsConf}, Dir: dir, Ready: fmt.Sprintf("127.0.0.1:%d", natsPort)}
 
 	catConf := filepath.Join(dir, "catalog.yaml")
 	if err := os.WriteFile(catConf, []byte(fmt.Sprintf("catalog:\n  url: embedded\ndata_dir: %s\n", filepath.Join(dir, "catalog-host"))), 0o644); err != nil {
@@ -241,6 +245,25 @@ func NewCluster(dir string, src Source, s Settings, n Counts) (*Cluster, error) 
 	return c, nil
 }
 
+// natsServer is one nats-server with JetStream.
+func natsServer(dir string) (*Proc, string, error) {
+	natsBin, err := NATSServerBin()
+	if err != nil {
+		return nil, "", err
+	}
+	natsPort, err := FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	natsConf := filepath.Join(dir, "nats-server.conf")
+	if err := os.WriteFile(natsConf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream {\n  store_dir: %q\n}\n",
+		natsPort, filepath.Join(dir, "nats"))), 0o644); err != nil {
+		return nil, "", err
+	}
+	return &Proc{Name: "nats-server", Bin: natsBin, Args: []string{"-c", natsConf}, Dir: dir, Ready: fmt.Sprintf("127.0.0.1:%d", natsPort)},
+		fmt.Sprintf("nats://127.0.0.1:%d", natsPort), nil
+}
+
 // Server is the HTTP API of the first running publisher.
 func (c *Cluster) Server() string {
 	for _, p := range c.readers {
@@ -253,13 +276,19 @@ func (c *Cluster) Server() string {
 
 func (c *Cluster) Services() []*Proc { return c.Procs }
 
-// NATSURL is the nats-server's client URL.
+// NATSURL is the broker's client URL (every node's, comma-separated, on a
+// NATS cluster).
 func (c *Cluster) NATSURL() string { return c.natsURL }
 
 // EnsureRunning starts nats-server and the catalog host first, then every
 // service that is not running, concurrently.
 func (c *Cluster) EnsureRunning(ctx context.Context) error {
-	for _, p := range []*Proc{c.NATS, c.Catalog} {
+	if c.NATSC != nil {
+		if err := c.NATSC.Start(ctx); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.infra() {
 		if !p.Running() {
 			if err := p.Start(ctx); err != nil {
 				return err
@@ -309,15 +338,33 @@ func (c *Cluster) Stop() error {
 	if err := c.Catalog.Stop(30 * time.Second); err != nil && first == nil {
 		first = err
 	}
-	if err := c.NATS.Stop(30 * time.Second); err != nil && first == nil {
-		first = err
+	if c.NATS != nil {
+		if err := c.NATS.Stop(30 * time.Second); err != nil && first == nil {
+			first = err
+		}
+	}
+	if c.NATSC != nil {
+		if err := c.NATSC.Stop(30 * time.Second); err != nil && first == nil {
+			first = err
+		}
 	}
 	return first
 }
 
+// infra is the one nats-server (when there is one) and the catalog host.
+func (c *Cluster) infra() []*Proc {
+	if c.NATS == nil {
+		return []*Proc{c.Catalog}
+	}
+	return []*Proc{c.NATS, c.Catalog}
+}
+
 func (c *Cluster) Tail() string {
 	var b strings.Builder
-	for _, p := range append([]*Proc{c.NATS, c.Catalog}, c.Procs...) {
+	if c.NATSC != nil {
+		b.WriteString(c.NATSC.Tail())
+	}
+	for _, p := range append(c.infra(), c.Procs...) {
 		fmt.Fprintf(&b, "=== %s (started %d times, killed %d)\n%s\n", p.Name, p.Starts(), p.Kills(), p.Tail(1500))
 	}
 	return b.String()

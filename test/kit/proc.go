@@ -20,8 +20,11 @@ type Proc struct {
 	Name string
 	Bin  string
 	Args []string
-	Env  []string // added to the kit's environment
-	Dir  string   // working directory and home of the log files
+	Env  []string // added to the kit's environment (or to BaseEnv)
+	// BaseEnv, when not nil, replaces the kit's environment under Env
+	// (a container's: only what its definition gives it).
+	BaseEnv []string
+	Dir     string // working directory and home of the log files
 	// Ready is how Start knows the process serves: an http URL answering
 	// 200 (e.g. .../healthz) or a host:port accepting TCP connections.
 	Ready string
@@ -66,7 +69,11 @@ func (p *Proc) Start(ctx context.Context) error {
 	p.logs = append(p.logs, logPath)
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Dir = p.Dir
-	cmd.Env = append(os.Environ(), p.Env...)
+	base := os.Environ()
+	if p.BaseEnv != nil {
+		base = p.BaseEnv
+	}
+	cmd.Env = append(append([]string(nil), base...), p.Env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -192,6 +199,19 @@ func (p *Proc) Pid() int {
 		return 0
 	}
 	return p.cmd.Process.Pid
+}
+
+// Signal sends sig to the process group without waiting (SIGSTOP and
+// SIGCONT stall and resume it: a network partition of the process).
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	running := cmd != nil && !p.exitedLocked()
+	p.mu.Unlock()
+	if !running {
+		return nil
+	}
+	return syscall.Kill(-cmd.Process.Pid, sig)
 }
 
 // Kills counts SIGKILLs; Starts counts starts.

@@ -219,7 +219,7 @@ func TestComposeServiceConfig(t *testing.T) {
 			if cfg.HTTP.Token != "0123abcd" {
 				t.Fatalf("http.token %q: want the generated token", cfg.HTTP.Token)
 			}
-			if cfg.NATS.URL != "nats://nats:4222" || !strings.HasPrefix(cfg.Catalog.URL, "clickhouse://clickhouse:") ||
+			if cfg.NATS.URL != "nats://nats:4222" || cfg.Catalog.URL != "http://clickhouse:8123/sluice" ||
 				cfg.HTTP.Listen != "0.0.0.0:8080" || cfg.Telemetry.OTLPEndpoint != "jaeger:4317" || len(cfg.Source.Tables) != 3 {
 				t.Fatalf("config: %+v", cfg)
 			}

@@ -6,7 +6,12 @@
 // configuration and alert rules (promtool check and promtool's rule unit
 // tests when promtool is available), and the Grafana provisioning and
 // dashboard (every metric they use is registered by some service, or is on
-// the short, reported list of proposed metrics).
+// the short, reported list of proposed metrics). TestComposeTopology runs
+// compose.yaml's own sluice services as local processes over local
+// equivalents of its infrastructure (composeproc_test.go says how a
+// container's network and volumes are emulated) and checks the result
+// with the oracle; copies with a misspelt variable, a wrong port and a
+// wrong host each keep a service from coming up.
 //
 // ops must never need a Docker engine (none runs on these machines) nor
 // reach the network: it reads files, runs CLIs and builds binaries locally.

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/httpx"
+	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -108,6 +109,9 @@ type StreamStatus struct {
 	Bytes     uint64           `json:"bytes"`
 	LastSeq   uint64           `json:"last_seq"`
 	Consumers []ConsumerStatus `json:"consumers"`
+	// Error is set when the stream does not answer (natsx.ErrJetStreamUnavailable:
+	// on a NATS cluster, no quorum or no leader for the stream).
+	Error string `json:"error,omitempty"`
 }
 
 // ConsumerStatus is one durable consumer's lag.
@@ -137,27 +141,39 @@ func (a *handler) status(w http.ResponseWriter, r *http.Request) {
 
 func (a *handler) streams(ctx context.Context) []StreamStatus {
 	var out []StreamStatus
-	for _, name := range []string{proto.StreamChanges, proto.StreamRouted, proto.StreamPacks, proto.StreamDLQ, proto.StreamReplay} {
-		st, err := a.d.JS.Stream(ctx, name)
-		if err != nil {
-			continue
+	for _, name := range natsx.Streams {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ss, ok := a.stream(sctx, name)
+		cancel()
+		if ok {
+			out = append(out, ss)
 		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			continue
-		}
-		ss := StreamStatus{Name: name, Messages: info.State.Msgs, Bytes: info.State.Bytes, LastSeq: info.State.LastSeq}
-		lister := st.ListConsumers(ctx)
-		for ci := range lister.Info() {
-			ss.Consumers = append(ss.Consumers, ConsumerStatus{
-				Name: ci.Name, Pending: ci.NumPending, AckPending: ci.NumAckPending,
-				AckFloor: ci.AckFloor.Stream, Redelivered: ci.NumRedelivered,
-			})
-		}
-		sort.Slice(ss.Consumers, func(i, j int) bool { return ss.Consumers[i].Name < ss.Consumers[j].Name })
-		out = append(out, ss)
 	}
 	return out
+}
+
+// stream is one stream's status: its error when it does not answer, not
+// ok when it does not exist.
+func (a *handler) stream(ctx context.Context, name string) (StreamStatus, bool) {
+	info, err := natsx.StreamAvailable(ctx, a.d.JS, name)
+	if err != nil {
+		return StreamStatus{Name: name, Error: err.Error()}, errors.Is(err, natsx.ErrJetStreamUnavailable)
+	}
+	ss := StreamStatus{Name: name, Messages: info.State.Msgs, Bytes: info.State.Bytes, LastSeq: info.State.LastSeq}
+	st, err := a.d.JS.Stream(ctx, name)
+	if err != nil {
+		ss.Error = err.Error()
+		return ss, true
+	}
+	lister := st.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		ss.Consumers = append(ss.Consumers, ConsumerStatus{
+			Name: ci.Name, Pending: ci.NumPending, AckPending: ci.NumAckPending,
+			AckFloor: ci.AckFloor.Stream, Redelivered: ci.NumRedelivered,
+		})
+	}
+	sort.Slice(ss.Consumers, func(i, j int) bool { return ss.Consumers[i].Name < ss.Consumers[j].Name })
+	return ss, true
 }
 
 func (a *handler) snapshots(w http.ResponseWriter, r *http.Request) {

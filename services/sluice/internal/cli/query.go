@@ -379,6 +379,10 @@ func printStatus(w io.Writer, raw []byte) error {
 	if len(st.Streams) > 0 {
 		fmt.Fprintln(tw, "\nSTREAM\tMESSAGES\tBYTES\tCONSUMER\tPENDING\tACK PENDING\tREDELIVERED")
 		for _, s := range st.Streams {
+			if s.Error != "" {
+				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\n", s.Name, s.Error)
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t\t\t\t\n", s.Name, s.Messages, s.Bytes)
 			for _, c := range s.Consumers {
 				fmt.Fprintf(tw, "\t\t\t%s\t%d\t%d\t%d\n", c.Name, c.Pending, c.AckPending, c.Redelivered)
@@ -490,6 +494,9 @@ func attention(ctx context.Context, c *client) []string {
 		}
 	}
 	for _, s := range st.Streams {
+		if s.Error != "" {
+			out = append(out, fmt.Sprintf("stream %s does not answer: %s", s.Name, s.Error))
+		}
 		if s.Name == proto.StreamDLQ && s.Messages > 0 {
 			out = append(out, fmt.Sprintf("%d messages are in the dead-letter stream (sluice dlq list)", s.Messages))
 		}

@@ -1,0 +1,4 @@
+package catalog
+
+// OnClusterSQL is onClusterSQL for the external tests.
+var OnClusterSQL = onClusterSQL

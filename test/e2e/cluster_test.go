@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/pgtest"
+	"github.com/sluice-cdc/sluice/test/kit"
+	"github.com/sluice-cdc/sluice/test/workload"
+)
+
+// natsCluster is the multi-process pipeline on a three-node JetStream
+// cluster, every stream at replicas 3.
+func natsCluster(t testing.TB, dir string, src kit.Source, s kit.Settings) (kit.Pipeline, *kit.Proc) {
+	s.NATSNodes = 3
+	c, err := kit.NewCluster(dir, src, s, kit.DefaultCounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, nil
+}
+
+// TestOracleCluster: the workload against the multi-process pipeline (2
+// readers, 2 routers, 3 flushers, 2 indexers, 2 publishers) on a
+// three-node JetStream cluster (streams at replicas 3), in three phases:
+//  1. traffic while the CHANGES stream leader is killed (kill -9) and
+//     restarted and another node is stalled (SIGSTOP, SIGCONT); then each
+//     replica's share of the work (spread_test.go);
+//  2. traffic while one router, flusher and indexer, the active reader and
+//     the lease-holding publisher are killed: the standbys' takeover
+//     times, the survivors' shares;
+//
+// then the oracle over every destination; and
+//  3. two of the three nodes killed: status, metrics and logs must say
+//     that JetStream has no quorum; then the nodes come back and every
+//     stream answers again.
+//
+// FINDING (nats-server v2.15.3, server/jetstream_cluster.go
+// processCatchupMsg): a catch-up stores messages without updating the
+// stream's last msg id, and a follower checks Nats-Expected-Last-Msg-Id
+// (the reader's publish chain) when it applies an entry, so a node that
+// catches up while the reader publishes stops applying CHANGES ("critical
+// write error: last msgid mismatch") and stays unhealthy; CHANGES runs on
+// the other two replicas. After a later quorum loss the router's consumer
+// can be led from that node, which sees no new messages (num_pending 0):
+// the pipeline stops and natsx.Trim, trusting num_pending, purges CHANGES
+// messages the router never read. The test logs both (FINDING lines).
+func TestOracleCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dsn := pgtest.NewDB(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	o := wlOptions(19)
+	o.Tenants, o.InitialRows, o.LargeEvery = 16, 600, -1
+	o.Rate = 50
+	g, err := workload.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workload.Schema(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Populate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { artifacts(t, dir) })
+	const partitions = 24
+	p, _ := natsCluster(t, dir, wlSource(dsn), kit.Settings{Partitions: partitions})
+	c := p.(*kit.Cluster)
+	defer func() {
+		if err := p.Stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	}()
+	if err := p.EnsureRunning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitThrough(t, ctx, c, pool, 4*time.Minute) // the backfill
+	traffic := func(d time.Duration) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			st, err := g.Run(wctx, pool)
+			t.Logf("workload: %v", st)
+			done <- err
+		}()
+		return done
+	}
+
+	// Phase 1.
+	before := scrapeAll(t, ctx, c)
+	done := traffic(18 * time.Second)
+	natsFaults(t, ctx, c)
+	if err := <-done; err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	waitThrough(t, ctx, c, pool, 2*time.Minute)
+	checkShares(t, "with NATS faults", before, scrapeAll(t, ctx, c))
+
+	// Phase 2.
+	takeover(t, ctx, c, pool, partitions, traffic)
+
+	rep := settle(t, ctx, p, pool, dsn, g.Tenants())
+	report(t, rep)
+	for i, n := range c.NATSC.Nodes {
+		if h := c.NATSC.Health(ctx, i); h != "" {
+			t.Logf("FINDING (nats-server): %s is not healthy: %s", n.Name, h)
+		}
+	}
+
+	// Phase 3, last: with the stream replica a restart leaves broken (see the
+	// FINDING above), JetStream after a quorum loss may not serve the
+	// router again; the phase checks what the processes say.
+	noQuorum(t, ctx, c, pool)
+}
+
+// natsFaults kills the CHANGES stream leader with kill -9, waits for a new
+// leader, restarts the node, then stalls another node for 4 s.
+func natsFaults(t *testing.T, ctx context.Context, c *kit.Cluster) {
+	t.Helper()
+	leader, err := c.NATSC.WaitLeader(ctx, proto.StreamChanges, nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	leader.Kill()
+	next, err := c.NATSC.WaitLeader(ctx, proto.StreamChanges, leader, 30*time.Second)
+	if err != nil {
+		t.Fatalf("after kill -9 of the leader %s: %v\n%s", leader.Name, err, c.Tail())
+	}
+	t.Logf("NATS fault: kill -9 of %s (leader of %s); %s leads %s later", leader.Name, proto.StreamChanges, next.Name, time.Since(killed).Round(10*time.Millisecond))
+	if err := leader.Start(ctx); err != nil {
+		t.Fatalf("restarting %s: %v", leader.Name, err)
+	}
+	t.Logf("NATS fault: %s restarted (serving, current with the meta leader) %s after its kill", leader.Name, time.Since(killed).Round(10*time.Millisecond))
+	var stalled *kit.Proc
+	for _, n := range c.NATSC.Nodes {
+		if n != next && n != leader {
+			stalled = n
+		}
+	}
+	if err := stalled.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second) // the stall's length, not a synchronization
+	if err := stalled.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("NATS fault: %s stalled (SIGSTOP) for 4s, then resumed", stalled.Name)
+}
+
+// noQuorum kills two of the three nodes and checks that a publisher's
+// status (every stream's error), a router's metrics
+// (sluice_nats_stream_available 0) and its log say that JetStream is
+// unavailable for want of a quorum; then it restarts them, waits for the
+// metric to return to 1 and reports whether the pipeline publishes again.
+func noQuorum(t *testing.T, ctx context.Context, c *kit.Cluster, pool *pgxpool.Pool) {
+	t.Helper()
+	down := c.NATSC.Nodes[1:]
+	for _, n := range down {
+		n.Kill()
+	}
+	lost := time.Now()
+	pub, router := running(c, "publisher-"), running(c, "router-")
+	const bound = 90 * time.Second // a health check every 5 s, each stream read waits up to 3 s; a loaded machine
+	var said string
+	took := waitFor(t, "the status names the lost quorum", bound, func() bool {
+		st, err := kit.Status(ctx, pub)
+		if err != nil {
+			t.Logf("status of %s: %v", pub.Name, err)
+			return false
+		}
+		streams, _ := st["streams"].([]any)
+		for _, s := range streams {
+			m, _ := s.(map[string]any)
+			if e, _ := m["error"].(string); m["name"] == proto.StreamChanges && strings.Contains(e, "no quorum") {
+				said = e
+				return true
+			}
+		}
+		t.Logf("status of %s does not name it yet: streams %v", pub.Name, streams)
+		return false
+	})
+	t.Logf("NO QUORUM status (%s after the kills) of %s: CHANGES: %s", took.Round(10*time.Millisecond), pub.Name, said)
+	waitFor(t, "sluice_nats_stream_available{stream=CHANGES} is 0", bound, func() bool {
+		return gauge(ctx, router, "sluice_nats_stream_available", `stream="CHANGES"`) == 0
+	})
+	waitFor(t, "the router logs the lost quorum", bound, func() bool { return len(router.Grep("JetStream stream unavailable")) > 0 })
+	t.Logf("NO QUORUM metric and log of %s (%s after the kills): %s", router.Name, time.Since(lost).Round(10*time.Millisecond), router.Grep("JetStream stream unavailable")[0])
+	if err := c.NATSC.Start(ctx); err != nil {
+		t.Fatalf("restarting the nodes: %v", err)
+	}
+	// With the nats-server defect (FINDING above) a restarted node's
+	// CHANGES replica may never become current again: then the metric
+	// rightly stays 0, and the test reports it instead of failing on it.
+	back := time.Now()
+	for gauge(ctx, router, "sluice_nats_stream_available") != float64(len(natsStreams)) {
+		if time.Since(back) > 2*time.Minute {
+			health := ""
+			for i, n := range c.NATSC.Nodes {
+				health += n.Name + ": " + c.NATSC.Health(ctx, i) + "; "
+			}
+			t.Logf("FINDING (nats-server): a stream still has no quorum of current replicas 2 minutes after the restart: %s", health)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("NO QUORUM: every stream answers again %s after the restart", time.Since(back).Round(10*time.Millisecond))
+	lsn, err := currentLSN(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took, err := kit.Wait(ctx, c.Server(), lsn, time.Minute); err != nil {
+		var health []string
+		for i, n := range c.NATSC.Nodes {
+			health = append(health, n.Name+": "+c.NATSC.Health(ctx, i))
+		}
+		t.Logf("FINDING (nats-server): after the quorum came back the pipeline did not publish %s within a minute: %v; nodes: %s", lsn, err, strings.Join(health, "; "))
+	} else {
+		t.Logf("NO QUORUM: the pipeline publishes again (%s in %s)", lsn, took.Round(10*time.Millisecond))
+	}
+}
+
+// natsStreams are the streams sluice_nats_stream_available covers.
+var natsStreams = []string{proto.StreamChanges, proto.StreamRouted, proto.StreamPacks, proto.StreamDLQ, proto.StreamReplay}
+
+// running is the first running service process whose name starts with prefix.
+func running(c *kit.Cluster, prefix string) *kit.Proc {
+	for _, p := range c.Procs {
+		if strings.HasPrefix(p.Name, prefix) && p.Running() {
+			return p
+		}
+	}
+	return nil
+}
