@@ -41,7 +41,7 @@ func Trim(ctx context.Context, js jetstream.JetStream, stream string, required [
 			continue
 		}
 		seen++
-		if ci.NumPending == 0 && ci.NumAckPending == 0 {
+		if ci.NumPending == 0 && ci.NumAckPending == 0 && servedCurrent(info.Cluster, ci.Cluster) {
 			continue
 		}
 		floor = min(floor, ci.AckFloor.Stream)
@@ -64,3 +64,30 @@ func Trim(ctx context.Context, js jetstream.JetStream, stream string, required [
 // trimUnsafeAnyConsumers trims without waiting for every required consumer
 // to exist: the negative control of TestTrimWaitsForEveryConsumer.
 var trimUnsafeAnyConsumers bool
+
+// servedCurrent reports whether a consumer's leader reads a current copy of
+// the stream, so that its "nothing pending" covers every message up to the
+// stream leader's last sequence. In a cluster the consumer's leader can be
+// a node whose copy of the stream lags (a node catching up after a restart,
+// or stalled): it then reports nothing pending for messages it has not got
+// yet, and trimming to the last sequence would purge them unread. Such a
+// consumer holds the floor at its ack floor instead until its node is
+// current. A single server (no cluster info) is always current.
+func servedCurrent(stream, consumer *jetstream.ClusterInfo) bool {
+	if stream == nil || consumer == nil {
+		return true
+	}
+	leader := consumer.Leader
+	switch {
+	case leader == "" || stream.Leader == "":
+		return false
+	case leader == stream.Leader:
+		return true
+	}
+	for _, r := range stream.Replicas {
+		if r != nil && r.Name == leader {
+			return r.Current && !r.Offline && r.Lag == 0
+		}
+	}
+	return false
+}

@@ -104,3 +104,31 @@ func TestTrimNegativeControl(t *testing.T) {
 		t.Fatal("trimming without every consumer lost nothing: the control did not bite")
 	}
 }
+
+// A consumer served by a node whose copy of the stream lags cannot vouch for
+// the messages it has not got: only a consumer led by the stream leader or
+// by a current replica lets the trim pass its ack floor (the cluster test's
+// finding: a catching-up node reported nothing pending and the trim purged
+// CHANGES messages the router never read).
+func TestServedCurrent(t *testing.T) {
+	stream := &jetstream.ClusterInfo{Leader: "n1", Replicas: []*jetstream.PeerInfo{
+		{Name: "n2", Current: true}, {Name: "n3", Current: false, Lag: 40},
+	}}
+	for _, tc := range []struct {
+		name             string
+		stream, consumer *jetstream.ClusterInfo
+		want             bool
+	}{
+		{"single server", nil, nil, true},
+		{"led by the stream leader", stream, &jetstream.ClusterInfo{Leader: "n1"}, true},
+		{"led by a current replica", stream, &jetstream.ClusterInfo{Leader: "n2"}, true},
+		{"led by a lagging replica", stream, &jetstream.ClusterInfo{Leader: "n3"}, false},
+		{"led by an unknown node", stream, &jetstream.ClusterInfo{Leader: "n4"}, false},
+		{"no consumer leader", stream, &jetstream.ClusterInfo{}, false},
+		{"no stream leader", &jetstream.ClusterInfo{}, &jetstream.ClusterInfo{Leader: "n1"}, false},
+	} {
+		if got := servedCurrent(tc.stream, tc.consumer); got != tc.want {
+			t.Errorf("%s: servedCurrent = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
