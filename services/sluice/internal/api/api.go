@@ -69,6 +69,7 @@ func Register(h *httpx.Server, d Deps) {
 	registerDestinations(h, a)
 	RegisterDLQ(h, d)
 	registerLifecycle(h, a)
+	registerExport(h, a)
 }
 
 type handler struct{ d Deps }

@@ -225,3 +225,28 @@ func Cell(v json.RawMessage) string {
 	}
 	return string(v)
 }
+
+// ColumnsOf returns the columns of a table as a page's first row has them
+// (the read path renders the schema of the snapshot read, which may be
+// older than the latest registration), each with its kind from known; a
+// column known no longer (dropped since) is exported as its text. Without
+// a row, known is the answer.
+func ColumnsOf(first json.RawMessage, known []Column) ([]Column, error) {
+	if first == nil {
+		return known, nil
+	}
+	kinds := make(map[string]proto.Kind, len(known))
+	for _, c := range known {
+		kinds[c.Name] = c.Kind
+	}
+	var cols []Column
+	err := eachField(first, func(k string, _ json.RawMessage) error {
+		kind, ok := kinds[k]
+		if !ok {
+			kind = proto.KindOther
+		}
+		cols = append(cols, Column{Name: k, Kind: kind})
+		return nil
+	})
+	return cols, err
+}
