@@ -85,7 +85,6 @@ func exportServer(t *testing.T) (*catalog.Catalog, string) {
 	return c, hs.URL
 }
 
-
 func runCLI(t *testing.T, args ...string) error {
 	t.Helper()
 	root := newRoot()
