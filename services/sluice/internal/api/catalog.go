@@ -77,3 +77,8 @@ func (r CatalogReads) Tables(ctx context.Context, destination string, version ui
 	slices.Sort(out)
 	return out, nil
 }
+
+// RecentPacks returns destination's newest indexed packs.
+func (r CatalogReads) RecentPacks(ctx context.Context, destination string, limit int) ([]catalog.PackInfo, error) {
+	return r.C.RecentPacks(ctx, destination, limit)
+}

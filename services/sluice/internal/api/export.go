@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/sluice/internal/export"
+	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/httpx"
 )
 
@@ -40,6 +41,7 @@ const exportPageRows = 5000
 func registerExport(h *httpx.Server, a *handler) {
 	h.Handle("GET /api/v1/export", http.HandlerFunc(a.export))
 	h.Handle("GET /api/v1/tables", http.HandlerFunc(a.tables))
+	h.Handle("GET /api/v1/packs", http.HandlerFunc(a.packs))
 }
 
 func (a *handler) exports() (Exports, error) {
@@ -173,4 +175,43 @@ func (a *handler) export(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.Set(TrailerRowsTotal, strconv.FormatInt(n, 10))
+}
+
+// Packs is what GET /api/v1/packs needs: a destination's newest packs.
+type Packs interface {
+	RecentPacks(ctx context.Context, destination string, limit int) ([]catalog.PackInfo, error)
+}
+
+// PacksPage is the body of GET /api/v1/packs: a destination's newest
+// indexed packs, newest first, and the Jaeger UI their traces open in
+// ("" when telemetry.jaeger_ui is not set).
+type PacksPage struct {
+	Destination string             `json:"destination"`
+	Packs       []catalog.PackInfo `json:"packs"`
+	JaegerUI    string             `json:"jaeger_ui,omitempty"`
+}
+
+func (a *handler) packs(w http.ResponseWriter, r *http.Request) {
+	p, ok := a.d.Reads.(Packs)
+	if a.d.Reads == nil || !ok {
+		a.fail(w, errors.New("this process has no catalog"))
+		return
+	}
+	q := r.URL.Query()
+	dest, err := a.target(q)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	limit, err := parseBound(q.Get("limit"), 10, 1, 1000, "limit")
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	packs, err := p.RecentPacks(r.Context(), dest, limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, PacksPage{Destination: dest, Packs: packs, JaegerUI: a.d.Config.Telemetry.JaegerUI})
 }
