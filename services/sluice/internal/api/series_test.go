@@ -46,7 +46,7 @@ func TestSeriesSamples(t *testing.T) {
 	ix.Rows, ix.Packs = 50, 4
 	buf = 4096
 	s.sample(t0.Add(2 * time.Second))
-	pub.Through = "0/2000" // covers 0/1000, not yet 0/3000 (first seen at t0+2s)
+	pub.Through = "0/2000"                     // covers 0/1000, not yet 0/3000 (first seen at t0+2s)
 	rd.Rows = map[string]int64{"public.a": 10} // a restarted reader counts from zero
 	s.sample(t0.Add(6 * time.Second))
 
