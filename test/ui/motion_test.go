@@ -158,31 +158,44 @@ func TestMotion(t *testing.T) {
 		snap = tp.Snapshot
 		return getJSON(server, fmt.Sprintf("/api/v1/rows?destination=%s&table=%s&snapshot=%d&limit=50", dest, table, snap), &want)
 	})
+	page := fmt.Sprintf("%s/ui?destination=%s&table=%s&snapshot=%d", server, dest, url.QueryEscape(table), snap)
+	dom := browse(t, browser, page, "--dump-dom")
+	// Packs are read after the render: every pack the page shows is one
+	// the inventory holds by then.
 	var packs struct {
 		Packs []struct {
 			PackID string `json:"pack_id"`
 			Trace  string `json:"traceparent"`
 		} `json:"packs"`
 	}
-	if err := getJSON(server, "/api/v1/packs?limit=10&destination="+dest, &packs); err != nil || len(packs.Packs) == 0 {
+	if err := getJSON(server, "/api/v1/packs?limit=1000&destination="+dest, &packs); err != nil || len(packs.Packs) == 0 {
 		t.Fatalf("packs of %s: %+v %v", dest, packs, err)
 	}
-	page := fmt.Sprintf("%s/ui?destination=%s&table=%s&snapshot=%d", server, dest, url.QueryEscape(table), snap)
-	dom := browse(t, browser, page, "--dump-dom")
-	if !strings.Contains(table2(t, dom, "d-packs"), packs.Packs[len(packs.Packs)-1].PackID) {
-		t.Fatalf("the destination page does not show its packs %+v:\n%s", packs.Packs, text(table2(t, dom, "d-packs")))
+	known := map[string]bool{}
+	hasTrace := false
+	for _, p := range packs.Packs {
+		known[p.PackID] = true
+		hasTrace = hasTrace || p.Trace != ""
+	}
+	shown := regexp.MustCompile(`<tr><td>([0-9a-f-]{36})</td>`).FindAllStringSubmatch(table2(t, dom, "d-packs"), -1)
+	if len(shown) != min(10, len(packs.Packs)) {
+		t.Fatalf("the destination page shows %d packs, want %d: %s", len(shown), min(10, len(packs.Packs)), text(table2(t, dom, "d-packs")))
+	}
+	for _, m := range shown {
+		if !known[m[1]] {
+			t.Fatalf("the destination page shows pack %s, which %s does not hold", m[1], dest)
+		}
 	}
 	if !regexp.MustCompile(`id="d-state">.*class="state s-\w+"`).MatchString(dom) {
 		t.Fatalf("the destination page shows no state: %s", text(dom))
-	}
-	hasTrace := false
-	for _, p := range packs.Packs {
-		hasTrace = hasTrace || p.Trace != ""
 	}
 	if hasTrace && !strings.Contains(dom, `id="d-jaeger" href="`+jaegerUI+`/trace/`) {
 		t.Fatalf("packs carry traces but the page has no Jaeger link: %s", text(dom))
 	}
 	t.Logf("packs carry traces: %v", hasTrace)
+	if want := fmt.Sprintf("at snapshot v%d", snap); !strings.Contains(dom, want) {
+		t.Fatalf("the destination page does not say %q: %s", want, text(dom))
+	}
 	rows := table2(t, dom, "d-rows")
 	head := regexp.MustCompile(`<th>([^<]*)</th>`).FindAllStringSubmatch(rows, -1)
 	idCol := -1
