@@ -158,6 +158,26 @@ func TestExportCommand(t *testing.T) {
 		})
 	}
 
+	t.Run("refused", func(t *testing.T) {
+		dir := t.TempDir()
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--table", "public.nope", "--format", "jsonl"}, "404"},
+			{[]string{"--snapshot", "99", "--format", "jsonl"}, "404"},
+			{[]string{"--format", "xlsx"}, "want parquet, arrow, csv or jsonl"},
+		} {
+			err := runCLI(t, append([]string{"export", "--server", server, "--destination", "shop1", "--out", dir}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("export %v: %v, want %q", tc.args, err, tc.want)
+			}
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Fatalf("refused exports left %v", entries)
+		}
+	})
+
 	t.Run("truncated", func(t *testing.T) {
 		trunc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
