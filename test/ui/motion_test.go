@@ -177,7 +177,7 @@ func TestMotion(t *testing.T) {
 		known[p.PackID] = true
 		hasTrace = hasTrace || p.Trace != ""
 	}
-	shown := regexp.MustCompile(`<tr><td>([0-9a-f-]{36})</td>`).FindAllStringSubmatch(table2(t, dom, "d-packs"), -1)
+	shown := regexp.MustCompile(`<tr><td>([^<]+)</td><td>[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*</td>`).FindAllStringSubmatch(table2(t, dom, "d-packs"), -1)
 	if len(shown) != min(10, len(packs.Packs)) {
 		t.Fatalf("the destination page shows %d packs, want %d: %s", len(shown), min(10, len(packs.Packs)), text(table2(t, dom, "d-packs")))
 	}
