@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 25m
 # unsafe.go); production builds never set it.
 UNSAFE_PKGS := github.com/sluice-cdc/sluice/test/e2e
 
-.PHONY: all build libchdb s3server ops-tools run test bench lint tidy-check model soak bigtx jaeger trace clean
+.PHONY: all build libchdb s3server ops-tools run test bench lint tidy-check model soak bigtx jaeger trace screenshots clean
 
 all: build
 
@@ -99,6 +99,12 @@ jaeger:
 
 trace: build jaeger
 	$(GO) test -count=1 -run 'TestTraceEndToEnd' -v ./test/e2e/
+
+# The UI screenshots in docs/ (headless Chromium over a demo): the status
+# page with 300 tenants, the charts, a destination page and a backfill.
+screenshots: build
+	cd test && SLUICE_BIN=$(CURDIR)/bin/sluice SLUICE_UI_TENANTS=300 SLUICE_UI_SCREENSHOT=$(CURDIR)/docs/ui.png \
+		SLUICE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run 'TestStatusPage|TestMotion|TestBackfillProgress' -v ./ui/
 
 # The reader's 2 GB transaction under a fixed heap bound (needs ~10 GB of disk;
 # SLUICE_BIG_TX_MB=1024 scales it down).

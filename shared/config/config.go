@@ -240,7 +240,8 @@ type Telemetry struct {
 	LogFormat    string `yaml:"log_format"` // auto (text on a terminal, JSON otherwise) | json | text
 	// JaegerUI is the base URL of Jaeger's UI and query API (e.g.
 	// http://127.0.0.1:16686); `sluice trace` reads spans from it and the
-	// start-up summary prints it.
+	// start-up summary prints it; the web UI links a destination's pack
+	// traces there.
 	JaegerUI string `yaml:"jaeger_ui"`
 }
 

@@ -76,6 +76,8 @@ func TestRefusals(t *testing.T) {
 		{"destinations:\n  mode: list\n  list: {a: 'b.c'}", "destinations.list"},
 		{"destinations:\n  mode: list\n  list: {a: '~c4n65'}", "the canonical name of that value is ~c4n64"}, // an alias
 		{"telemetry:\n  log_level: loud", "telemetry.log_level"},
+		{"telemetry:\n  jaeger_ui: javascript:alert(1)", "telemetry.jaeger_ui"}, // it becomes a link in the UI
+		{"telemetry:\n  jaeger_ui: localhost:16686", "telemetry.jaeger_ui"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))

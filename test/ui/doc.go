@@ -3,7 +3,10 @@
 // Chromium (Debian's chromium; the test skips with a message when it is
 // absent) and reads the rendered DOM: destination rows with their states,
 // the latest snapshot version, the JetStream streams with their consumer
-// counts, and a server-side search. SLUICE_UI_SCREENSHOT=path keeps a
-// screenshot (docs/ui.png was taken this way, with SLUICE_UI_TENANTS=300).
+// counts, and a server-side search; the charts moving under the demo's
+// traffic, a destination's page with its rows, and a backfill's progress
+// bar. SLUICE_UI_SCREENSHOT=path keeps a screenshot (docs/ui.png was taken
+// this way, with SLUICE_UI_TENANTS=300) and SLUICE_UI_SCREENSHOT_DIR=docs the
+// others (`make screenshots` takes them all).
 // It never mocks a component.
 package ui

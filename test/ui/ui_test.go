@@ -16,11 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-cdc/sluice/shared/pgtest"
 	"github.com/sluice-cdc/sluice/test/kit"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pgtest.Shutdown()
 	kit.Cleanup()
 	os.Exit(code)
 }
@@ -55,8 +57,20 @@ func browse(t *testing.T, bin, url string, extra ...string) string {
 	return out.String()
 }
 
+// jaegerUI is the telemetry.jaeger_ui the UI tests configure: the
+// destination page links traces there.
+const jaegerUI = "http://127.0.0.1:16686"
+
 // startDemo runs `sluice dev` with its own demo Postgres (no source.dsn).
 func startDemo(t *testing.T, tenants int) string {
+	t.Helper()
+	return startDev(t, fmt.Sprintf("demo:\n  tenants: %d\n  rate: 20\n", tenants))
+}
+
+// startDev runs `sluice dev` with head (YAML: a demo: or a source:
+// section) and the settings every UI test shares, and returns its HTTP
+// base URL.
+func startDev(t *testing.T, head string) string {
 	t.Helper()
 	bin, err := kit.SluiceBin()
 	if err != nil {
@@ -74,10 +88,7 @@ func startDemo(t *testing.T, tenants int) string {
 		}
 	}
 	server := fmt.Sprintf("http://127.0.0.1:%d", port)
-	cfg := fmt.Sprintf(`demo:
-  tenants: %d
-  rate: 20
-nats:
+	cfg := head + fmt.Sprintf(`nats:
   url: embedded
 catalog:
   url: embedded
@@ -92,7 +103,8 @@ http:
 telemetry:
   log_level: info
   otlp_endpoint: ""
-`, tenants, filepath.Join(dir, "data"), port)
+  jaeger_ui: %s
+`, filepath.Join(dir, "data"), port, jaegerUI)
 	path := filepath.Join(dir, "sluice.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

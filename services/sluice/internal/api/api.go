@@ -56,8 +56,10 @@ type Deps struct {
 	Links Links
 }
 
-// Register mounts the API and the UI on h.
-func Register(h *httpx.Server, d Deps) {
+// Register mounts the API and the UI on h. It returns the sampler behind
+// GET /api/v1/series, which the caller runs (Series.Run) for as long as it
+// serves.
+func Register(h *httpx.Server, d Deps) *Series {
 	a := &handler{d: d}
 	h.Handle("GET /api/v1/status", http.HandlerFunc(a.status))
 	h.Handle("GET /api/v1/snapshots", http.HandlerFunc(a.snapshots))
@@ -69,6 +71,10 @@ func Register(h *httpx.Server, d Deps) {
 	registerDestinations(h, a)
 	RegisterDLQ(h, d)
 	registerLifecycle(h, a)
+	registerExport(h, a)
+	series := NewSeries(d.Statuses, 0)
+	h.Handle("GET /api/v1/series", http.HandlerFunc(series.serve))
+	return series
 }
 
 type handler struct{ d Deps }

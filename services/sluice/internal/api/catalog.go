@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/sluice-cdc/sluice/services/sluice/internal/export"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 )
 
@@ -39,4 +41,44 @@ func (r CatalogReads) Rows(ctx context.Context, q RowsQuery) (RowsPage, error) {
 		return RowsPage{}, err
 	}
 	return RowsPage{Snapshot: p.Version, Rows: p.Rows, Next: p.Next}, nil
+}
+
+// Columns returns a table's columns (of its latest registered schema).
+func (r CatalogReads) Columns(ctx context.Context, table string) ([]export.Column, error) {
+	ti, err := r.C.Table(ctx, table)
+	if errors.Is(err, catalog.ErrUnknownTable) {
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]export.Column, len(ti.Columns))
+	for i, c := range ti.Columns {
+		cols[i] = export.Column{Name: c.Name, Kind: c.Kind}
+	}
+	return cols, nil
+}
+
+// Tables lists the tables destination holds packs of at snapshot version.
+func (r CatalogReads) Tables(ctx context.Context, destination string, version uint64) ([]string, error) {
+	byTable, err := r.C.Destinations(ctx, version)
+	switch {
+	case errors.Is(err, catalog.ErrNoSnapshot):
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	case err != nil:
+		return nil, err
+	}
+	var out []string
+	for table, dests := range byTable {
+		if slices.Contains(dests, destination) {
+			out = append(out, table)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// RecentPacks returns destination's newest indexed packs.
+func (r CatalogReads) RecentPacks(ctx context.Context, destination string, limit int) ([]catalog.PackInfo, error) {
+	return r.C.RecentPacks(ctx, destination, limit)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
+	"github.com/sluice-cdc/sluice/services/sluice/internal/export"
 )
 
 func newStatusCmd(g *globalFlags) *cobra.Command {
@@ -244,48 +245,13 @@ func (j *jsonlWriter) row(r json.RawMessage) error {
 }
 func (j *jsonlWriter) close() error { return j.w.Flush() }
 
-// orderedObject decodes a JSON object keeping its key order.
-func orderedObject(r json.RawMessage) (keys []string, vals []string, err error) {
-	dec := json.NewDecoder(bytes.NewReader(r))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, nil, fmt.Errorf("row is not a JSON object")
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, nil, err
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, err
-		}
-		keys = append(keys, t.(string))
-		vals = append(vals, cell(v))
-	}
-	return keys, vals, nil
-}
-
-// cell renders a JSON value for csv and table output: strings unquoted,
-// null empty, everything else as JSON.
-func cell(v json.RawMessage) string {
-	if string(v) == "null" {
-		return ""
-	}
-	var s string
-	if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
-		return s
-	}
-	return string(v)
-}
-
 type csvWriter struct {
 	w      *csv.Writer
 	header bool
 }
 
 func (c *csvWriter) row(r json.RawMessage) error {
-	keys, vals, err := orderedObject(r)
+	keys, vals, err := export.OrderedCells(r)
 	if err != nil {
 		return err
 	}
@@ -305,7 +271,7 @@ type tableWriter struct {
 }
 
 func (t *tableWriter) row(r json.RawMessage) error {
-	keys, vals, err := orderedObject(r)
+	keys, vals, err := export.OrderedCells(r)
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,7 @@ func newRoot() *cobra.Command {
 		newSnapshotsCmd(g),
 		newWaitCmd(g),
 		newReadCmd(g),
+		newExportCmd(g),
 		newCatalogCmd(g),
 		newDLQCmd(g), newSlotCmd(g),
 		newDestinationsCmd(g), newTraceCmd(g),

@@ -102,11 +102,16 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	states, closeStates := destinationStates(ctx, st)
 	defer closeStates()
 	lk := links(cfg, st)
-	api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log, States: states, Links: lk})
+	series := api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log, States: states, Links: lk})
 
 	var traffic sync.WaitGroup
 	trafficCtx, stopTraffic := context.WithCancel(ctx)
 	defer stopTraffic()
+	traffic.Add(1)
+	go func() { // the UI's charts: samples of the statuses above
+		defer traffic.Done()
+		series.Run(trafficCtx)
+	}()
 	if demoCluster != nil {
 		traffic.Add(1)
 		go func() {

@@ -1,0 +1,252 @@
+package export
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// Format is an export file format.
+type Format string
+
+// The formats.
+const (
+	Parquet Format = "parquet"
+	Arrow   Format = "arrow"
+	CSV     Format = "csv"
+	JSONL   Format = "jsonl"
+)
+
+// ErrFormat is returned for a format this package does not write.
+var ErrFormat = errors.New("unknown export format: want parquet, arrow, csv or jsonl")
+
+// ParseFormat checks a format name.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case Parquet, Arrow, CSV, JSONL:
+		return f, nil
+	}
+	return "", fmt.Errorf("format %q: %w", s, ErrFormat)
+}
+
+// Ext is the file name extension of a format.
+func (f Format) Ext() string { return string(f) }
+
+// ContentType is the MIME type of a format.
+func (f Format) ContentType() string {
+	switch f {
+	case Parquet:
+		return "application/vnd.apache.parquet"
+	case Arrow:
+		return "application/vnd.apache.arrow.file"
+	case CSV:
+		return "text/csv; charset=utf-8"
+	}
+	return "application/x-ndjson"
+}
+
+// FileName is the name of table's file in an export directory.
+func FileName(table string, f Format) string { return table + "." + f.Ext() }
+
+// Column is one column of an exported table: its name and kind.
+type Column struct {
+	Name string
+	Kind proto.Kind
+}
+
+// Page is one page of rows, each a JSON object keyed by column, in column
+// order (as the catalog's Read renders them); Next is "" on the last page.
+type Page struct {
+	Rows []json.RawMessage
+	Next string
+}
+
+// Pager returns the page after cursor after ("" for the first).
+type Pager func(ctx context.Context, after string) (Page, error)
+
+// Write writes every page of pages to w in format f. cols are the table's
+// columns (the Arrow formats' schema, and the CSV header of an empty
+// table). progress, when not nil, is called with the rows written so far
+// after each page. It returns the number of rows written.
+func Write(ctx context.Context, w io.Writer, f Format, cols []Column, pages Pager, progress func(rows int64)) (int64, error) {
+	var sink rowSink
+	switch f {
+	case JSONL:
+		sink = &jsonlSink{w: bufio.NewWriterSize(w, 256<<10)}
+	case CSV:
+		sink = &csvSink{w: csv.NewWriter(w), cols: cols}
+	case Arrow, Parquet:
+		s, err := newArrowSink(w, f, cols)
+		if err != nil {
+			return 0, err
+		}
+		sink = s
+	default:
+		return 0, fmt.Errorf("format %q: %w", f, ErrFormat)
+	}
+	var n int64
+	after := ""
+	for {
+		p, err := pages(ctx, after)
+		if err != nil {
+			sink.abort()
+			return n, fmt.Errorf("reading rows after %d: %w", n, err)
+		}
+		if err := sink.page(p.Rows); err != nil {
+			sink.abort()
+			return n, fmt.Errorf("writing rows after %d: %w", n, err)
+		}
+		n += int64(len(p.Rows))
+		if progress != nil {
+			progress(n)
+		}
+		if p.Next == "" {
+			break
+		}
+		after = p.Next
+	}
+	if err := sink.close(); err != nil {
+		return n, fmt.Errorf("finishing the %s file: %w", f, err)
+	}
+	return n, nil
+}
+
+// rowSink writes pages of rows in one format.
+type rowSink interface {
+	page(rows []json.RawMessage) error
+	close() error
+	abort()
+}
+
+type jsonlSink struct{ w *bufio.Writer }
+
+func (j *jsonlSink) page(rows []json.RawMessage) error {
+	for _, r := range rows {
+		j.w.Write(r)
+		if err := j.w.WriteByte('\n'); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (j *jsonlSink) close() error { return j.w.Flush() }
+func (j *jsonlSink) abort()       { _ = j.w.Flush() }
+
+type csvSink struct {
+	w      *csv.Writer
+	cols   []Column
+	header bool
+}
+
+func (c *csvSink) page(rows []json.RawMessage) error {
+	for _, r := range rows {
+		keys, vals, err := OrderedCells(r)
+		if err != nil {
+			return err
+		}
+		if !c.header {
+			c.header = true
+			if err := c.w.Write(keys); err != nil {
+				return err
+			}
+		}
+		if err := c.w.Write(vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *csvSink) close() error {
+	if !c.header && len(c.cols) > 0 { // an empty table still names its columns
+		names := make([]string, len(c.cols))
+		for i, col := range c.cols {
+			names[i] = col.Name
+		}
+		if err := c.w.Write(names); err != nil {
+			return err
+		}
+	}
+	c.w.Flush()
+	return c.w.Error()
+}
+func (c *csvSink) abort() { c.w.Flush() }
+
+// OrderedCells decodes a row (a JSON object) into its keys in order and
+// each value as a CSV cell (Cell).
+func OrderedCells(r json.RawMessage) (keys []string, vals []string, err error) {
+	err = eachField(r, func(k string, v json.RawMessage) error {
+		keys = append(keys, k)
+		vals = append(vals, Cell(v))
+		return nil
+	})
+	return keys, vals, err
+}
+
+// eachField calls f with every key and raw value of a JSON object, in order.
+func eachField(r json.RawMessage, f func(k string, v json.RawMessage) error) error {
+	dec := json.NewDecoder(bytes.NewReader(r))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("row is not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("decoding a row: %w", err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("decoding a row: %w", err)
+		}
+		if err := f(t.(string), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Cell renders a JSON value as a CSV cell: a string unquoted, null empty,
+// everything else as its JSON text.
+func Cell(v json.RawMessage) string {
+	if string(v) == "null" {
+		return ""
+	}
+	var s string
+	if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(v)
+}
+
+// ColumnsOf returns the columns of a table as a page's first row has them
+// (the read path renders the schema of the snapshot read, which may be
+// older than the latest registration), each with its kind from known; a
+// column known no longer (dropped since) is exported as its text. Without
+// a row, known is the answer.
+func ColumnsOf(first json.RawMessage, known []Column) ([]Column, error) {
+	if first == nil {
+		return known, nil
+	}
+	kinds := make(map[string]proto.Kind, len(known))
+	for _, c := range known {
+		kinds[c.Name] = c.Kind
+	}
+	var cols []Column
+	err := eachField(first, func(k string, _ json.RawMessage) error {
+		kind, ok := kinds[k]
+		if !ok {
+			kind = proto.KindOther
+		}
+		cols = append(cols, Column{Name: k, Kind: kind})
+		return nil
+	})
+	return cols, err
+}
