@@ -387,6 +387,7 @@ func (m *Manager) commit(job *flushJob, packs []*segOut) error {
 	// Messages that arrived during the flush may already be due.
 	if len(d.c.Live()) > 0 && (d.liveRows >= m.rowsTarget || d.liveBytes >= int64(m.dc.FlushBytes) || time.Since(d.liveSince) >= m.dc.FlushInterval || m.flushNowLocked(d)) {
 		m.enqueueLocked(d, "backlog")
+		m.overdueLocked(d) // not queued (held, say): the interval trigger re-checks it
 	}
 	return nil
 }
@@ -403,6 +404,8 @@ func (m *Manager) fail(job *flushJob, err error) {
 	victims, nak, res := d.c.Fail(job.f, isPermanent(err), errors.Is(err, ErrPartitionLost))
 	if len(d.c.Live()) == 0 {
 		d.liveRows, d.liveBytes = 0, 0
+	} else {
+		m.overdueLocked(d) // a buffer left live: the interval trigger re-checks it
 	}
 	delay := natsx.Backoff(3)
 	if isPermanent(err) {
