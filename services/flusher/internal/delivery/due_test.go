@@ -1,12 +1,14 @@
 package delivery
 
 import (
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/packstore"
 )
 
 // TestIntervalTriggerVisitsOnlyDue: a tick of the trigger loop examines the
@@ -43,5 +45,60 @@ func TestIntervalTriggerVisitsOnlyDue(t *testing.T) {
 	})
 	if v := visits() - v0; v > 2*n {
 		t.Fatalf("flushing %d due buffers examined %d destinations", n, v)
+	}
+}
+
+// TestGroupCommitTakesEveryWaitingFlush: a group commit takes every
+// resolved flush waiting (1,000 here, above the 512 a group once took), so
+// thousands of destinations due together pay the group's fsyncs and round
+// trips a few times, not once per 512; its rows are cut into segments of
+// at most segmentMaxDests destinations (the PACKS event has a row per
+// destination), all written in the group, and every flush commits.
+func TestGroupCommitTakesEveryWaitingFlush(t *testing.T) {
+	const n = 1000
+	e := newEnv(t, func(c *config.Config) {
+		c.Delivery.Partitions = 1
+		c.Delivery.MaxAckPending = 4 * n
+		c.Delivery.LeaseTTL = 30 * time.Second // not a lease test
+	})
+	var mu sync.Mutex
+	var groups [][2]int // (flushes, segments) per group commit
+	var g *groupGate
+	r := e.start(t, "a", func(m *Manager) {
+		g = holdGroup(t, m, n)
+		m.afterSegments = func(flushes, segments int) {
+			mu.Lock()
+			groups = append(groups, [2]int{flushes, segments})
+			mu.Unlock()
+		}
+	})
+	groupDests(t, e, r, g)
+	waitFor(t, time.Minute, "every flush committed", func() bool { return testutilValue(r.m, "ok") == n })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := (n + segmentMaxDests - 1) / segmentMaxDests; len(groups) != 1 || groups[0] != [2]int{n, want} {
+		t.Fatalf("group commits (flushes, segments) %v, want one of %d flushes in %d segments", groups, n, want)
+	}
+	files := e.segmentFiles(t)
+	held := map[string]bool{}
+	for _, f := range files {
+		data, err := e.store.Get(e.ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _, err := packstore.ReadPackMeta(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := meta.Entries()
+		if err != nil || len(entries) > segmentMaxDests {
+			t.Fatalf("segment %s holds %d destinations (%v), at most %d", f, len(entries), err, segmentMaxDests)
+		}
+		for _, en := range entries {
+			held[en.Destination] = true
+		}
+	}
+	if len(files) != groups[0][1] || len(held) != n {
+		t.Fatalf("%d files hold %d destinations, want %d files holding %d", len(files), len(held), groups[0][1], n)
 	}
 }

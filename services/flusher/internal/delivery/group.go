@@ -35,10 +35,21 @@ import (
 // segments of its destination alone), so failure handling is exactly
 // runFlush's. A flush is still serial per destination: it stays in flight
 // until committed.
+//
+// A group's fixed costs (the group of fsyncs, the cursor statement, the
+// PubAck round trips, the lease query) are paid once per group and the
+// committer runs one group at a time, so the group takes every resolved
+// flush waiting, up to commitBatchMax: when thousands of destinations fall
+// due together (one flush interval at 10,000 tenants) they commit in a few
+// groups, not in tenants/512 serial ones. A segment holds at most
+// segmentMaxDests destinations (its PACKS event has one row per
+// destination and must stay far below nats.max_payload), so a large
+// group writes a few segments per table, all in its one group of fsyncs.
 const (
-	commitBatchMax = 512  // flushes per group commit
-	commitQueue    = 1024 // resolved flushes waiting for the committer
-	putParallel    = 16   // concurrent one-at-a-time segment writes (fallback, non-batch stores)
+	commitBatchMax  = 4096 // flushes per group commit
+	commitQueue     = 8192 // resolved flushes waiting for the committer
+	segmentMaxDests = 512  // destinations per segment
+	putParallel     = 16   // concurrent one-at-a-time segment writes (fallback, non-batch stores)
 )
 
 // manyCursors is the batch cursor write of state.Cursors.
@@ -109,6 +120,9 @@ func (m *Manager) commitGroup(ctx context.Context, jobs []*flushJob) {
 	outs := make([][]*segOut, len(jobs))
 	t0 := time.Now()
 	segs := m.groupSegments(jobs, errs)
+	if m.afterSegments != nil {
+		m.afterSegments(len(jobs), len(segs))
+	}
 	t1 := time.Now()
 	m.putGroup(ctx, jobs, segs, outs, errs)
 	m.stepsDone(jobs, errs, core.StepWrite)

@@ -223,7 +223,8 @@ type Manager struct {
 	encodeFault       func(dests []string) error              // a segment encoding failure (rows the encoder refuses cannot reach it: receive and resolve refuse them first)
 	advanceFault      func(dest string) error
 	beforeAck         func(dest string)
-	beforeGroup       func() // the committer took a group's first flush, before it takes the others
+	beforeGroup       func()                      // the committer took a group's first flush, before it takes the others
+	afterSegments     func(flushes, segments int) // a group's segments are encoded
 	afterAdvance      func(dest string, pos proto.Position)
 }
 
