@@ -358,12 +358,18 @@ func (m *Manager) checkLease(ctx context.Context, job *flushJob) error {
 // commit acks the job's messages if, and only if, the partition lease the
 // job started under is still the one held.
 func (m *Manager) commit(job *flushJob, packs []*segOut) error {
-	d := job.d
 	if m.noAckFence && m.beforeAck != nil {
-		m.beforeAck(d.name)
+		m.beforeAck(job.d.name)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.commitLocked(job, packs)
+}
+
+// commitLocked is commit with m.mu held (a group commit acks its whole
+// group under one lock).
+func (m *Manager) commitLocked(job *flushJob, packs []*segOut) error {
+	d := job.d
 	// The lease check passed right before (checkLease, checkLeases); the
 	// core fences on the lease term the flush started under.
 	res, ok, err := d.c.Commit(job.f, true)

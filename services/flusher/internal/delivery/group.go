@@ -82,9 +82,11 @@ func (m *Manager) prepareFlush(ctx context.Context, job *flushJob) {
 
 // endGroupFlush ends a flush that went through prepareFlush.
 func (m *Manager) endGroupFlush(job *flushJob, err error) {
-	m.mu.Lock()
-	m.totalBytes -= job.heldBytes
-	m.mu.Unlock()
+	if job.heldBytes != 0 {
+		m.mu.Lock()
+		m.totalBytes -= job.heldBytes
+		m.mu.Unlock()
+	}
 	releaseParts(job.parts)
 	job.parts, job.heldBytes = nil, 0
 	m.endFlush(job, err)
@@ -140,20 +142,40 @@ func (m *Manager) commitGroup(ctx context.Context, jobs []*flushJob) {
 		m.log.Debug("group commit", "flushes", len(jobs), "segments", len(segs), "encode", t1.Sub(t0), "put", t2.Sub(t1),
 			"cursors", t3.Sub(t2), "publish", t4.Sub(t3), "leases", t5.Sub(t4), "ack", time.Since(t5))
 	}()
+	// The acks of the whole group under one lock: thousands of flushes
+	// taking the manager's lock one by one, against the fetch loops, was
+	// most of a large group's ack time.
+	if m.noAckFence && m.beforeAck != nil {
+		for i, job := range jobs {
+			if errs[i] == nil {
+				m.beforeAck(job.d.name)
+			}
+		}
+	}
+	m.mu.Lock()
 	for i, job := range jobs {
 		if errs[i] == nil {
-			errs[i] = m.commit(job, outs[i])
+			errs[i] = m.commitLocked(job, outs[i])
 		}
+		if errs[i] == nil {
+			m.totalBytes -= job.heldBytes
+			job.heldBytes = 0
+		}
+	}
+	m.mu.Unlock()
+	for i, job := range jobs {
 		m.endGroupFlush(job, errs[i])
 	}
 }
 
 // stepsDone tells the core step s is complete for every flush of the
-// group still going.
+// group still going, under one lock.
 func (m *Manager) stepsDone(jobs []*flushJob, errs []error, s core.Step) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for i, job := range jobs {
 		if errs[i] == nil {
-			errs[i] = m.stepDone(job, s)
+			errs[i] = stepErr(job, s, job.f.Done(s))
 		}
 	}
 }
