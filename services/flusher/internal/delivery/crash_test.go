@@ -95,8 +95,11 @@ func TestTenThousandDestinations(t *testing.T) {
 		// 10,000 messages are decoded, and the takeover naks (redelivers).
 		c.Delivery.LeaseTTL = 20 * time.Second
 	})
-	var groups atomic.Int64
-	r := e.start(t, "a", func(m *Manager) { m.beforeGroup = func() { groups.Add(1) } })
+	var groups, want atomic.Int64 // group commits, and the segments their sizes call for
+	r := e.start(t, "a", func(m *Manager) {
+		m.beforeGroup = func() { groups.Add(1) }
+		m.afterSegments = func(flushes, _ int) { want.Add(int64((flushes + segmentMaxDests - 1) / segmentMaxDests)) }
+	})
 	publishMany(t, e, n, 0)
 	start := time.Now()
 	last := time.Now()
@@ -120,8 +123,9 @@ func TestTenThousandDestinations(t *testing.T) {
 	if redelivered != 0 || testutil.ToFloat64(r.m.m.redelivered) != 0 {
 		t.Fatalf("%d messages redelivered", redelivered)
 	}
-	// One file per table per group commit, holding every destination of
-	// the group: the files do not grow with the destinations.
+	// One file per table per group commit and segmentMaxDests
+	// destinations, holding every destination of the group: the files do
+	// not grow with the destinations.
 	files := 0
 	held := map[string]bool{}
 	err := e.store.List(e.ctx, proto.SegmentsDir+"/", func(path string) error {
@@ -141,8 +145,9 @@ func TestTenThousandDestinations(t *testing.T) {
 		return err
 	})
 	t.Logf("%d files for %d destinations in %d group commits", files, n, groups.Load())
-	if err != nil || len(held) != n || int64(files) != groups.Load() {
-		t.Fatalf("%d files (%v) hold %d destinations, want %d in one file per group commit (%d)", files, err, len(held), n, groups.Load())
+	if err != nil || len(held) != n || int64(files) != want.Load() {
+		t.Fatalf("%d files (%v) hold %d destinations, want %d in one file per group commit and %d destinations (%d groups, %d files)",
+			files, err, len(held), n, segmentMaxDests, groups.Load(), want.Load())
 	}
 }
 

@@ -358,12 +358,18 @@ func (m *Manager) checkLease(ctx context.Context, job *flushJob) error {
 // commit acks the job's messages if, and only if, the partition lease the
 // job started under is still the one held.
 func (m *Manager) commit(job *flushJob, packs []*segOut) error {
-	d := job.d
 	if m.noAckFence && m.beforeAck != nil {
-		m.beforeAck(d.name)
+		m.beforeAck(job.d.name)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.commitLocked(job, packs)
+}
+
+// commitLocked is commit with m.mu held (a group commit acks its whole
+// group under one lock).
+func (m *Manager) commitLocked(job *flushJob, packs []*segOut) error {
+	d := job.d
 	// The lease check passed right before (checkLease, checkLeases); the
 	// core fences on the lease term the flush started under.
 	res, ok, err := d.c.Commit(job.f, true)
@@ -387,6 +393,7 @@ func (m *Manager) commit(job *flushJob, packs []*segOut) error {
 	// Messages that arrived during the flush may already be due.
 	if len(d.c.Live()) > 0 && (d.liveRows >= m.rowsTarget || d.liveBytes >= int64(m.dc.FlushBytes) || time.Since(d.liveSince) >= m.dc.FlushInterval || m.flushNowLocked(d)) {
 		m.enqueueLocked(d, "backlog")
+		m.overdueLocked(d) // not queued (held, say): the interval trigger re-checks it
 	}
 	return nil
 }
@@ -403,6 +410,8 @@ func (m *Manager) fail(job *flushJob, err error) {
 	victims, nak, res := d.c.Fail(job.f, isPermanent(err), errors.Is(err, ErrPartitionLost))
 	if len(d.c.Live()) == 0 {
 		d.liveRows, d.liveBytes = 0, 0
+	} else {
+		m.overdueLocked(d) // a buffer left live: the interval trigger re-checks it
 	}
 	delay := natsx.Backoff(3)
 	if isPermanent(err) {

@@ -191,11 +191,13 @@ type Manager struct {
 	// idle.go: evicting idle destinations
 	im        *idleMetrics
 	lastSweep time.Time
-	// buffering are the destinations that had a live buffer since the
-	// last evaluation (pruned there): trigger evaluation is O(buffering).
-	buffering map[*dest]struct{}
-	gaugedAt  time.Time
-	trace     *coreTrace // CoreTraceEnv; nil without
+	// due and overdue: the live buffers by start time, and those due but
+	// not yet queued (due.go): the interval trigger is O(due).
+	due        dueHeap
+	overdue    map[*dest]time.Time
+	evalVisits int64 // destinations evaluate examined (tests)
+	gaugedAt   time.Time
+	trace      *coreTrace // CoreTraceEnv; nil without
 
 	// Test knobs: each switches one safety rule off (negative controls) or
 	// injects a fault the real store cannot produce on demand.
@@ -221,7 +223,8 @@ type Manager struct {
 	encodeFault       func(dests []string) error              // a segment encoding failure (rows the encoder refuses cannot reach it: receive and resolve refuse them first)
 	advanceFault      func(dest string) error
 	beforeAck         func(dest string)
-	beforeGroup       func() // the committer took a group's first flush, before it takes the others
+	beforeGroup       func()                      // the committer took a group's first flush, before it takes the others
+	afterSegments     func(flushes, segments int) // a group's segments are encoded
 	afterAdvance      func(dest string, pos proto.Position)
 }
 
@@ -248,7 +251,7 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 		cursors: deps.Cursors, leases: deps.Leases, log: deps.Log.With("flusher", deps.ID),
 		mem: deps.Mem, dlq: natsx.NewDeadLetter(deps.JS, "flusher"), id: deps.ID,
 		ackWait: AckWait(dc), dests: map[string]*dest{}, parts: map[int]*part{},
-		rowsTarget: int64(dc.FlushRows), states: deps.States, buffering: map[*dest]struct{}{},
+		rowsTarget: int64(dc.FlushRows), states: deps.States, overdue: map[*dest]time.Time{},
 	}
 	m.cond = sync.NewCond(&m.mu)
 	m.commitQ = make(chan *flushJob, commitQueue)
@@ -507,6 +510,9 @@ func (m *Manager) worker(ctx context.Context) {
 		m.queue = m.queue[1:]
 		d.queued = false
 		job := m.startFlushLocked(d)
+		if job == nil {
+			m.overdueLocked(d) // held: the interval trigger re-checks it
+		}
 		m.mu.Unlock()
 		switch {
 		case job == nil:
@@ -547,20 +553,11 @@ func settling(p *part, now time.Time) bool {
 func (m *Manager) evaluate(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var candidates []*dest
-	for d := range m.buffering {
-		if len(d.c.Live()) == 0 || m.dests[d.name] != d {
-			delete(m.buffering, d) // flushed, failed, evicted or dropped since
-			continue
-		}
-		if now.Sub(d.liveSince) >= m.dc.FlushInterval && !settling(d.part, now) {
-			m.enqueueLocked(d, "interval")
-		}
-		candidates = append(candidates, d)
-	}
+	m.intervalLocked(now)
 	// Memory watermark: flush the largest buffers first.
 	if m.overBudgetLocked() {
 		m.heldEvictLocked() // lifecycle: held buffers give memory back
+		candidates := m.liveBuffersLocked()
 		slices.SortFunc(candidates, func(a, b *dest) int { return int(b.liveBytes - a.liveBytes) })
 		projected := m.totalBytes
 		for _, d := range candidates {

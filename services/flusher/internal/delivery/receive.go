@@ -329,7 +329,7 @@ func (m *Manager) bufferedLocked(p *part, d *dest, it *item) {
 	d.idleSince = time.Time{}
 	if len(d.c.Live()) == 1 {
 		d.liveSince = time.Now()
-		m.buffering[d] = struct{}{}
+		m.bufferStartedLocked(d)
 	}
 	d.liveRows += it.rows
 	d.liveBytes += it.bytes

@@ -188,8 +188,8 @@ func (m *Manager) encodeSegment(table, fp string, parts []packstore.SegmentPart)
 }
 
 // groupSegments encodes the segments of a group commit: one per (table,
-// schema fingerprint, Arrow schema) over every flush of jobs still going,
-// encoded in parallel across segments. A segment that fails to encode is
+// schema fingerprint, Arrow schema) and segmentMaxDests destinations over
+// every flush of jobs still going, encoded in parallel across segments. A segment that fails to encode is
 // split into one-destination segments, so that one destination's bad rows
 // fail its own flush (permanently, as an encoding failure is) and not the
 // group's.
@@ -210,7 +210,7 @@ func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 			kk := key{p.table, p.fp}
 			var g *group
 			for _, c := range byKey[kk] {
-				if c.schema.Equal(p.rec.Schema()) {
+				if len(c.members) < segmentMaxDests && c.schema.Equal(p.rec.Schema()) {
 					g = c
 					break
 				}
