@@ -89,6 +89,12 @@ func TestSnapshotRetention(t *testing.T) {
 	if h, err := c.AdvanceRetention(ctx, stale, catalog.RetentionPolicy{Retention: time.Microsecond, RetainMin: 2}); err != nil || h != 0 {
 		t.Fatalf("advance without the lease: horizon %d, %v; want 0", h, err)
 	}
+	// Negative control: without the fence the same stale lease moves it.
+	catalog.SetNoFence(c, true)
+	if h, err := c.AdvanceRetention(ctx, stale, catalog.RetentionPolicy{Retention: time.Microsecond, RetainMin: 5}); err != nil || h != 2 {
+		t.Fatalf("advance without the fence: horizon %d, %v; want 2", h, err)
+	}
+	catalog.SetNoFence(c, false)
 	h, err := c.AdvanceRetention(ctx, l, catalog.RetentionPolicy{Retention: time.Microsecond, RetainMin: 2})
 	if err != nil || h != 5 {
 		t.Fatalf("advance: horizon %d, %v; want 5", h, err)
