@@ -66,7 +66,9 @@ func (c *Catalog) Snapshots(ctx context.Context) ([]Snapshot, error) {
 
 // Snapshot returns the published snapshot at version, or ErrNoSnapshot.
 func (c *Catalog) Snapshot(ctx context.Context, version uint64) (Snapshot, error) {
-	res, err := c.conn.Query(ctx, "SELECT version, publish_id, published_at_us, through_lsn, new_packs, packs FROM "+ident(c.n.snapshots())+" WHERE version = "+u64(version))
+	// The watermark row records the cumulative pack count, so one row of
+	// its sort key answers (the snapshots view sums over the history).
+	res, err := c.conn.Query(ctx, "SELECT version, publish_id, published_at, through_lsn, new_packs, packs FROM "+ident(c.n.watermark())+" WHERE version = "+u64(version))
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading snapshot %d: %w", version, err)
 	}
