@@ -83,12 +83,13 @@ type Publisher struct {
 	holder string
 	fr     *Frontier
 
-	latency   prometheus.Histogram
-	publishes prometheus.Counter
-	through   prometheus.Gauge
-	trimmed   *prometheus.CounterVec
-	trimmedAt time.Time
-	expiredAt time.Time // the last retention advance (expire)
+	latency     prometheus.Histogram
+	publishes   prometheus.Counter
+	through     prometheus.Gauge
+	trimmed     *prometheus.CounterVec
+	trimmedAt   time.Time
+	expiredAt   time.Time     // the last retention advance (expire)
+	expireEvery time.Duration // how often it runs (expireEvery; tests lower it)
 
 	mu     sync.Mutex // guards status
 	status Status
@@ -107,8 +108,9 @@ func New(cfg config.Config, deps Deps) (*Publisher, error) {
 	log := deps.Log.With("service", "publisher")
 	p := &Publisher{
 		cfg: cfg, deps: deps, log: log, holder: holder,
-		cat: catalog.New(deps.Catalog, catalog.Options{Prefix: cfg.Catalog.Prefix, Log: log, GCGrace: cfg.Catalog.GCGrace}),
-		fr:  NewFrontier(deps.JS, cfg.Delivery.Partitions),
+		cat:         catalog.New(deps.Catalog, catalog.Options{Prefix: cfg.Catalog.Prefix, Log: log, GCGrace: cfg.Catalog.GCGrace}),
+		fr:          NewFrontier(deps.JS, cfg.Delivery.Partitions),
+		expireEvery: expireEvery,
 		latency: telemetry.MustRegister(deps.Metrics, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_publisher_publish_seconds",
 			Help: "Time to publish one snapshot, lease renewal included.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})),
 		publishes: telemetry.MustRegister(deps.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_publisher_publishes_total", Help: "Snapshots published."})),
@@ -291,7 +293,7 @@ const expireEvery = 10 * time.Second
 // holder does it. Nothing is deleted: expired snapshots stop being read
 // and listed.
 func (p *Publisher) expire(ctx context.Context, l catalog.Lease) {
-	if !p.expiredAt.IsZero() && time.Since(p.expiredAt) < expireEvery {
+	if !p.expiredAt.IsZero() && time.Since(p.expiredAt) < p.expireEvery {
 		return
 	}
 	p.expiredAt = time.Now()
