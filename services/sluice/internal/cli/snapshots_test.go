@@ -85,7 +85,9 @@ func TestSnapshotsCommands(t *testing.T) {
 	run := func(args ...string) (string, int) {
 		t.Helper()
 		var code int
-		out := stdout(t, func() { code = Main(append([]string{"--server", srv.URL, "--config", "/nonexistent/sluice.yaml"}, args...)) })
+		out := stdout(t, func() {
+			code = Main(append([]string{"--server", srv.URL, "--config", "/nonexistent/sluice.yaml"}, args...))
+		})
 		return out, code
 	}
 	read := func(v string) (string, int) {
