@@ -104,6 +104,8 @@ func TestIndexerAndPublisherOverJetStream(t *testing.T) {
 	cfg.Publisher.LeaseTTL = 3 * time.Second
 	cfg.Indexer.BatchWait = 20 * time.Millisecond
 	cfg.Indexer.ReconcileInterval = time.Hour
+	// Every snapshot but the newest expires as soon as the publisher looks.
+	cfg.Catalog.SnapshotRetention, cfg.Catalog.SnapshotRetainMin = time.Microsecond, 1
 	nc, js, err := natsx.Connect(ctx, cfg.NATS, srv.ClientURL(), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +177,7 @@ func TestIndexerAndPublisherOverJetStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	publisher.SetExpireEvery(pb, 50*time.Millisecond)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ix.Run(gctx) })
 	g.Go(func() error { return pb.Run(gctx) })
@@ -252,6 +255,23 @@ func TestIndexerAndPublisherOverJetStream(t *testing.T) {
 	}
 	if st := ix.Status(); st.Packs != 6 || st.DeadLettered < 2 {
 		t.Errorf("indexer status %+v", st)
+	}
+	// Retention: the publisher moves the expiry horizon to the newest
+	// snapshot (retain_min 1); the first snapshot then reads as expired.
+	last, err := cat.Latest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "expiry horizon", func() error {
+		if h := pb.Status().ExpiryHorizon; h < last.Version {
+			return fmt.Errorf("expiry horizon %d, want at least %d", h, last.Version)
+		}
+		return nil
+	})
+	if last.Version > 1 {
+		if _, err := cat.Read(ctx, catalog.ReadRequest{Destination: "shop1", Table: "public.items", Version: 1}); !errors.Is(err, catalog.ErrExpired) {
+			t.Errorf("reading expired version 1: %v, want ErrExpired", err)
+		}
 	}
 	cancel()
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {

@@ -59,17 +59,19 @@ type Deps struct {
 
 // Status is the publisher's state for `sluice status`.
 type Status struct {
-	Holder         string    `json:"holder"`
-	LeaseHeld      bool      `json:"lease_held"`
-	LeaseTerm      uint64    `json:"lease_term,omitempty"`
-	LatestVersion  uint64    `json:"latest_version"`
-	ThroughLSN     string    `json:"through_lsn"`
-	LastPublish    time.Time `json:"last_publish,omitempty"`
-	LastPublishMs  float64   `json:"last_publish_ms"`
-	Publishes      int64     `json:"publishes"`
-	FrontierStage  string    `json:"frontier_stage"`
-	FrontierTarget string    `json:"frontier_target"` // the L being proven
-	LastError      string    `json:"last_error,omitempty"`
+	Holder        string    `json:"holder"`
+	LeaseHeld     bool      `json:"lease_held"`
+	LeaseTerm     uint64    `json:"lease_term,omitempty"`
+	LatestVersion uint64    `json:"latest_version"`
+	ThroughLSN    string    `json:"through_lsn"`
+	LastPublish   time.Time `json:"last_publish,omitempty"`
+	LastPublishMs float64   `json:"last_publish_ms"`
+	Publishes     int64     `json:"publishes"`
+	FrontierStage string    `json:"frontier_stage"`
+	// ExpiryHorizon: snapshots below it expire unless pinned.
+	ExpiryHorizon  uint64 `json:"expiry_horizon"`
+	FrontierTarget string `json:"frontier_target"` // the L being proven
+	LastError      string `json:"last_error,omitempty"`
 }
 
 // Publisher is the publisher component.
@@ -81,11 +83,13 @@ type Publisher struct {
 	holder string
 	fr     *Frontier
 
-	latency   prometheus.Histogram
-	publishes prometheus.Counter
-	through   prometheus.Gauge
-	trimmed   *prometheus.CounterVec
-	trimmedAt time.Time
+	latency     prometheus.Histogram
+	publishes   prometheus.Counter
+	through     prometheus.Gauge
+	trimmed     *prometheus.CounterVec
+	trimmedAt   time.Time
+	expiredAt   time.Time     // the last retention advance (expire)
+	expireEvery time.Duration // how often it runs (expireEvery; tests lower it)
 
 	mu     sync.Mutex // guards status
 	status Status
@@ -104,8 +108,9 @@ func New(cfg config.Config, deps Deps) (*Publisher, error) {
 	log := deps.Log.With("service", "publisher")
 	p := &Publisher{
 		cfg: cfg, deps: deps, log: log, holder: holder,
-		cat: catalog.New(deps.Catalog, catalog.Options{Prefix: cfg.Catalog.Prefix, Log: log}),
-		fr:  NewFrontier(deps.JS, cfg.Delivery.Partitions),
+		cat:         catalog.New(deps.Catalog, catalog.Options{Prefix: cfg.Catalog.Prefix, Log: log, GCGrace: cfg.Catalog.GCGrace}),
+		fr:          NewFrontier(deps.JS, cfg.Delivery.Partitions),
+		expireEvery: expireEvery,
 		latency: telemetry.MustRegister(deps.Metrics, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_publisher_publish_seconds",
 			Help: "Time to publish one snapshot, lease renewal included.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})),
 		publishes: telemetry.MustRegister(deps.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_publisher_publishes_total", Help: "Snapshots published."})),
@@ -187,6 +192,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 		if held {
 			p.trim(ctx)
+			p.expire(ctx, lease)
 			through, err := p.fr.Step(ctx)
 			if err != nil && ctx.Err() == nil {
 				p.log.Debug("sampling frontier", "err", err)
@@ -275,6 +281,30 @@ func (p *Publisher) publish(ctx context.Context, l catalog.Lease, ttl time.Durat
 		s.LeaseTerm, s.LastError = res.Lease.Term, ""
 	})
 	return res, nil
+}
+
+// expireEvery is how often the active publisher advances the snapshot
+// expiry horizon (expire).
+const expireEvery = 10 * time.Second
+
+// expire advances the expiry horizon (catalog.AdvanceRetention: fenced on
+// the lease, only upwards) from catalog.snapshot_retention and
+// catalog.snapshot_retain_min, at most every expireEvery; only the lease
+// holder does it. Nothing is deleted: expired snapshots stop being read
+// and listed.
+func (p *Publisher) expire(ctx context.Context, l catalog.Lease) {
+	if !p.expiredAt.IsZero() && time.Since(p.expiredAt) < p.expireEvery {
+		return
+	}
+	p.expiredAt = time.Now()
+	h, err := p.cat.AdvanceRetention(ctx, l, catalog.RetentionPolicy{Retention: p.cfg.Catalog.SnapshotRetention, RetainMin: p.cfg.Catalog.SnapshotRetainMin})
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("advancing snapshot retention", "err", err)
+		}
+		return
+	}
+	p.update(func(s *Status) { s.ExpiryHorizon = h })
 }
 
 // trimEvery is how often the active publisher trims the data streams.

@@ -29,7 +29,10 @@
 //     sees: the through_lsn a publish claims is proven by the frontier
 //     through committed inventory rows, so every one of them must be in
 //     it (admission by block number, not by clock; see NOTES);
-//   - reuse a version number, even across a rebuild (the version floor).
+//   - reuse a version number, even across a rebuild (the version floor);
+//   - serve a fresh read of an expired snapshot, or lower the expiry
+//     horizon (retention.go); nothing here deletes an expired snapshot's
+//     rows: that is garbage collection's, bound by the GC horizon.
 //
 // Objects (prefix p, default "sluice"):
 //
@@ -49,6 +52,9 @@
 //	p_snapshots          view: published snapshots with their cumulative member count
 //	                     ((pack, destination) rows)
 //	p_version_floor      the highest version published before each rebuild; never dropped
+//	p_retention          the expiry horizon: one row per advance by the live publisher
+//	                     (fenced), horizon = max; below it, snapshots not pinned are expired
+//	p_snapshot_pins      append-only pin/unpin rows; the newest per version is its state
 //	p_rows.<schema.table>    per captured table: the rows of every destination
 //	p_latest.<schema.table>  view: that table as of the latest published snapshot
 //

@@ -27,6 +27,10 @@ type Snapshot struct {
 	// it holds.
 	NewPacks uint64 `json:"new_packs"` // members this publish admitted
 	Packs    uint64 `json:"packs"`     // members the snapshot holds
+	// Pinned marks a pinned snapshot (never expired), with its reason;
+	// set by RetainedSnapshots.
+	Pinned    bool   `json:"pinned"`
+	PinReason string `json:"pin_reason,omitempty"`
 }
 
 func snapshotFromRow(r []any) Snapshot {
@@ -42,22 +46,29 @@ func snapshotFromRow(r []any) Snapshot {
 	}
 }
 
-// Snapshots lists every published snapshot, oldest first.
+// Snapshots lists every retained snapshot (see RetainedSnapshots), oldest
+// first.
 func (c *Catalog) Snapshots(ctx context.Context) ([]Snapshot, error) {
-	res, err := c.conn.Query(ctx, "SELECT version, publish_id, published_at_us, through_lsn, new_packs, packs FROM "+ident(c.n.snapshots())+" ORDER BY version")
-	if err != nil {
-		return nil, fmt.Errorf("listing snapshots: %w", err)
+	var out []Snapshot
+	var before uint64
+	for {
+		page, next, err := c.RetainedSnapshots(ctx, SnapshotPage{Before: before})
+		if err != nil {
+			return nil, err
+		}
+		out = append(page, out...)
+		if next == 0 {
+			return out, nil
+		}
+		before = next
 	}
-	out := make([]Snapshot, 0, len(res.Rows))
-	for _, r := range res.Rows {
-		out = append(out, snapshotFromRow(r))
-	}
-	return out, nil
 }
 
 // Snapshot returns the published snapshot at version, or ErrNoSnapshot.
 func (c *Catalog) Snapshot(ctx context.Context, version uint64) (Snapshot, error) {
-	res, err := c.conn.Query(ctx, "SELECT version, publish_id, published_at_us, through_lsn, new_packs, packs FROM "+ident(c.n.snapshots())+" WHERE version = "+u64(version))
+	// The watermark row records the cumulative pack count, so one row of
+	// its sort key answers (the snapshots view sums over the history).
+	res, err := c.conn.Query(ctx, "SELECT version, publish_id, published_at, through_lsn, new_packs, packs FROM "+ident(c.n.watermark())+" WHERE version = "+u64(version))
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading snapshot %d: %w", version, err)
 	}
@@ -215,7 +226,7 @@ func (c *Catalog) tableAt(ctx context.Context, ti TableInfo, v uint64) (TableInf
 // Destinations returns, per table, the destinations holding packs in the
 // snapshot at version (0: latest).
 func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string][]string, error) {
-	v, err := c.resolveVersion(ctx, version)
+	v, err := c.resolveVersion(ctx, version, false)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +243,12 @@ func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string]
 	return out, nil
 }
 
-func (c *Catalog) resolveVersion(ctx context.Context, version uint64) (uint64, error) {
+// resolveVersion returns the version a read reads: the latest (always
+// retained) for 0, else version when it is published and retained, or,
+// for a continuing read (a page after the first), not expired for longer
+// than gc_grace (retention.go). Expiry changes, so an explicit version is
+// checked on every call (one statement).
+func (c *Catalog) resolveVersion(ctx context.Context, version uint64, continuing bool) (uint64, error) {
 	if version == 0 {
 		res, err := c.conn.Query(ctx, "SELECT max(version), count() FROM "+ident(c.n.watermark()))
 		if err != nil {
@@ -245,20 +261,8 @@ func (c *Catalog) resolveVersion(ctx context.Context, version uint64) (uint64, e
 		c.published(v)
 		return v, nil
 	}
-	// A published snapshot stays published (it never changes), so a version
-	// seen once needs no query again.
-	c.pubMu.Lock()
-	ok := c.versions[version]
-	c.pubMu.Unlock()
-	if ok {
-		return version, nil
-	}
-	res, err := c.conn.Query(ctx, "SELECT count() FROM "+ident(c.n.watermark())+" WHERE version = "+u64(version))
-	if err != nil {
-		return 0, fmt.Errorf("reading snapshot %d: %w", version, err)
-	}
-	if len(res.Rows) == 0 || asUint(res.Rows[0][0]) == 0 {
-		return 0, c.missingVersion(ctx, version)
+	if err := c.checkRetained(ctx, version, continuing); err != nil {
+		return 0, err
 	}
 	c.published(version)
 	return version, nil
@@ -401,7 +405,7 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	v, err := c.resolveVersion(ctx, req.Version)
+	v, err := c.resolveVersion(ctx, req.Version, req.Cursor != "")
 	if err != nil {
 		return Page{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -19,6 +20,8 @@ import (
 
 // SchemaVersion is the catalog schema this build creates and reads. A
 // catalog stamped with any other version is refused, never migrated.
+// Version 6 adds snapshot retention: the expiry horizon the publisher
+// advances under its fence (p_retention) and the pins (p_snapshot_pins).
 // Version 5 records a segment (a pack holding many destinations) with one
 // inventory row per (store_id, pack_id, destination), the inventory's sort
 // key; a per-destination pack is the one-destination case. Version 4 persists the inventory's block numbers and records in each
@@ -28,7 +31,7 @@ import (
 // snapshot's membership in its watermark row (an array), so a publish is
 // one INSERT; the manifest is a view over it. Version 2 had a manifest
 // table written by its own statement.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // Options configure a Catalog.
 type Options struct {
@@ -37,6 +40,9 @@ type Options struct {
 	Log    *slog.Logger
 	// Limits bound every indexing statement and pack verification (index.go).
 	Limits IndexLimits
+	// GCGrace is catalog.gc_grace: how long a continuing read of an
+	// expired snapshot still reads (retention.go); default 1h.
+	GCGrace time.Duration
 }
 
 // Catalog is the schema owner and the index, publish and read API over one
@@ -46,6 +52,8 @@ type Catalog struct {
 	n      names
 	log    *slog.Logger
 	limits IndexLimits
+	// gcGrace: see Options.GCGrace.
+	gcGrace time.Duration
 
 	mu     sync.Mutex // guards tables
 	tables map[string]*tableState
@@ -102,7 +110,10 @@ func New(conn Conn, opts Options) *Catalog {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Catalog{conn: conn, n: names{prefix: opts.Prefix}, log: opts.Log, limits: opts.Limits.withDefaults(), tables: map[string]*tableState{}}
+	if opts.GCGrace <= 0 {
+		opts.GCGrace = time.Hour
+	}
+	return &Catalog{conn: conn, n: names{prefix: opts.Prefix}, log: opts.Log, limits: opts.Limits.withDefaults(), gcGrace: opts.GCGrace, tables: map[string]*tableState{}}
 }
 
 // Conn returns the connection the catalog runs on.
@@ -379,6 +390,7 @@ func (c *Catalog) create(ctx context.Context) error {
 		"CREATE OR REPLACE VIEW " + ident(n.snapshots()) + " AS " + c.snapshotsSQL(),
 		versionFloorDDL(n),
 	}
+	ddl = append(ddl, retentionDDL(n)...)
 	for _, q := range ddl {
 		if err := c.conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("creating catalog schema: %w", err)

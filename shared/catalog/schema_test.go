@@ -28,8 +28,10 @@ func TestSchemaRefusals(t *testing.T) {
 		damage []string // statements run on a populated catalog
 		want   string   // in the refusal
 	}{
-		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [5 99]"},
-		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (6, 0)"}, "stamped with schema version [6]"},
+		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [6 99]"},
+		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (7, 0)"}, "stamped with schema version [7]"},
+		// Version 5 had no expiry horizon and no pins.
+		{"version 5 stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (5, 0)"}, "stamped with schema version [5]"},
 		// Version 4 kept one inventory row per pack, ordered by (store_id,
 		// pack_id): a segment's destinations would fold onto one row.
 		{"version 4 stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (4, 0)"}, "stamped with schema version [4]"},
@@ -43,6 +45,7 @@ func TestSchemaRefusals(t *testing.T) {
 		{"unstamped but not empty", []string{"TRUNCATE TABLE sluice_schema_version"}, "carries no schema stamp"},
 		{"no stamp table", []string{"DROP TABLE sluice_schema_version"}, "carries no schema stamp (sluice_schema_version is absent)"},
 		{"lacks a table", []string{"DROP TABLE sluice_publisher_lease"}, "lacks sluice_publisher_lease"},
+		{"lacks the pins", []string{"DROP TABLE sluice_snapshot_pins"}, "lacks sluice_snapshot_pins"},
 		{"lacks a rows table", []string{"DROP VIEW `sluice_latest.public.items`", "DROP TABLE `sluice_rows.public.items`"}, "rows tables are missing: sluice_rows.public.items"},
 		// The membership lives in the watermark rows (the manifest is a
 		// view of them): empty every row's members.

@@ -33,6 +33,8 @@ func (n names) manifest() string  { return n.prefix + "_manifest" }
 func (n names) watermark() string { return n.prefix + "_watermark" }
 func (n names) lease() string     { return n.prefix + "_publisher_lease" }
 func (n names) snapshots() string { return n.prefix + "_snapshots" }
+func (n names) retention() string { return n.prefix + "_retention" }
+func (n names) pins() string      { return n.prefix + "_snapshot_pins" }
 
 // versionFloor holds the highest version a catalog of this prefix ever
 // published, recorded by Rebuild before it drops anything; no drop removes
@@ -48,7 +50,7 @@ func (n names) latest(table string) string { return n.prefix + "_latest." + tabl
 // fixedTables are the tables every catalog of this schema version holds,
 // in creation order (the stamp is created first but written last).
 func (n names) fixedTables() []string {
-	return []string{n.stamp(), n.tables(), n.packs(), n.manifest(), n.watermark(), n.lease()}
+	return []string{n.stamp(), n.tables(), n.packs(), n.manifest(), n.watermark(), n.lease(), n.retention(), n.pins()}
 }
 
 // chScalar is the catalog storage type of a scalar kind.

@@ -138,6 +138,16 @@ type Catalog struct {
 	// catalog's DDL runs ON CLUSTER, with Replicated*MergeTree engines
 	// (catalog.OnCluster); a ClickHouse server only.
 	Cluster string `yaml:"cluster"`
+	// SnapshotRetention: a snapshot published longer ago than this expires
+	// unless pinned or among the newest SnapshotRetainMin (default 24h).
+	SnapshotRetention time.Duration `yaml:"snapshot_retention"`
+	// SnapshotRetainMin: the newest this many snapshots never expire
+	// (default 100, at least 1, so the latest is always retained).
+	SnapshotRetainMin int `yaml:"snapshot_retain_min"`
+	// GCGrace: how long after a snapshot expires a read that started on it
+	// may still continue (its later pages), and the least age of anything
+	// garbage collection may delete (default 1h).
+	GCGrace time.Duration `yaml:"gc_grace"`
 }
 
 // Packs is the pack store.
@@ -270,7 +280,7 @@ func Default() Config {
 			Monitor:    "127.0.0.1:8222",
 		},
 		State:   State{Schema: "sluice"},
-		Catalog: Catalog{URL: "embedded", Prefix: "sluice"},
+		Catalog: Catalog{URL: "embedded", Prefix: "sluice", SnapshotRetention: 24 * time.Hour, SnapshotRetainMin: 100, GCGrace: time.Hour},
 		DataDir: "./.sluice",
 		Reader: Reader{
 			BatchRows:       10000,
@@ -562,6 +572,9 @@ func (c *Config) Validate() error {
 		{"indexer.max_memory", int64(c.Indexer.MaxMemory)},
 		{"indexer.max_statement_time", int64(c.Indexer.MaxStatementTime)},
 		{"publisher.interval", int64(c.Publisher.Interval)},
+		{"catalog.snapshot_retention", int64(c.Catalog.SnapshotRetention)},
+		{"catalog.snapshot_retain_min", int64(c.Catalog.SnapshotRetainMin)},
+		{"catalog.gc_grace", int64(c.Catalog.GCGrace)},
 		{"publisher.lease_ttl", int64(c.Publisher.LeaseTTL)},
 		{"nats.max_age", int64(c.NATS.MaxAge)},
 		{"nats.max_bytes", int64(c.NATS.MaxBytes)},

@@ -21,8 +21,11 @@ import (
 
 // Reads is what the API needs from the catalog.
 type Reads interface {
-	Snapshots(ctx context.Context) ([]Snapshot, error)
+	// Snapshots returns one page of the retained snapshots (snapshots.go).
+	Snapshots(ctx context.Context, q SnapshotsQuery) (SnapshotsPage, error)
 	Rows(ctx context.Context, q RowsQuery) (RowsPage, error)
+	Pin(ctx context.Context, version uint64, reason string) (Pin, error)
+	Unpin(ctx context.Context, version uint64) error
 }
 
 // RowsQuery asks for one page of a destination's table.
@@ -62,8 +65,7 @@ type Deps struct {
 func Register(h *httpx.Server, d Deps) *Series {
 	a := &handler{d: d}
 	h.Handle("GET /api/v1/status", http.HandlerFunc(a.status))
-	h.Handle("GET /api/v1/snapshots", http.HandlerFunc(a.snapshots))
-	h.Handle("GET /api/v1/snapshots/latest", http.HandlerFunc(a.latest))
+	registerSnapshots(h, a)
 	h.Handle("GET /api/v1/rows", http.HandlerFunc(a.rows))
 	h.Handle("GET /ui", http.HandlerFunc(a.ui))
 	h.Handle("GET /api/v1/links", http.HandlerFunc(a.links))
@@ -92,6 +94,8 @@ func (a *handler) fail(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrBadRequest):
 		code = http.StatusBadRequest
+	case errors.Is(err, ErrGone):
+		code = http.StatusGone
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		code = http.StatusServiceUnavailable
 	default:
@@ -137,8 +141,8 @@ func (a *handler) status(w http.ResponseWriter, r *http.Request) {
 		s.Services[name] = f()
 	}
 	if a.d.Reads != nil {
-		if snaps, err := a.d.Reads.Snapshots(ctx); err == nil && len(snaps) > 0 {
-			s.Snapshot = &snaps[len(snaps)-1]
+		if snap, err := a.newest(r.WithContext(ctx)); err == nil {
+			s.Snapshot = snap
 		}
 	}
 	s.Streams = a.streams(ctx)
@@ -180,39 +184,6 @@ func (a *handler) stream(ctx context.Context, name string) (StreamStatus, bool) 
 	}
 	sort.Slice(ss.Consumers, func(i, j int) bool { return ss.Consumers[i].Name < ss.Consumers[j].Name })
 	return ss, true
-}
-
-func (a *handler) snapshots(w http.ResponseWriter, r *http.Request) {
-	if a.d.Reads == nil {
-		a.fail(w, errors.New("this process has no catalog: ask the process running the indexer/publisher or sluice dev"))
-		return
-	}
-	snaps, err := a.d.Reads.Snapshots(r.Context())
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	if snaps == nil {
-		snaps = []Snapshot{}
-	}
-	writeJSON(w, http.StatusOK, snaps)
-}
-
-func (a *handler) latest(w http.ResponseWriter, r *http.Request) {
-	if a.d.Reads == nil {
-		a.fail(w, errors.New("this process has no catalog"))
-		return
-	}
-	snaps, err := a.d.Reads.Snapshots(r.Context())
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	if len(snaps) == 0 {
-		a.fail(w, errors.Join(ErrNotFound, errors.New("no snapshot has been published yet")))
-		return
-	}
-	writeJSON(w, http.StatusOK, snaps[len(snaps)-1])
 }
 
 func (a *handler) rows(w http.ResponseWriter, r *http.Request) {

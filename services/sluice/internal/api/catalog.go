@@ -13,17 +13,17 @@ import (
 // CatalogReads serves Reads from the catalog.
 type CatalogReads struct{ C *catalog.Catalog }
 
-// Snapshots lists the published snapshots, oldest first.
-func (r CatalogReads) Snapshots(ctx context.Context) ([]Snapshot, error) {
-	snaps, err := r.C.Snapshots(ctx)
+// Snapshots returns one page of the retained snapshots, oldest first.
+func (r CatalogReads) Snapshots(ctx context.Context, q SnapshotsQuery) (SnapshotsPage, error) {
+	snaps, next, err := r.C.RetainedSnapshots(ctx, catalog.SnapshotPage{Before: q.Before, Limit: q.Limit})
 	if err != nil {
-		return nil, err
+		return SnapshotsPage{}, err
 	}
 	out := make([]Snapshot, len(snaps))
 	for i, s := range snaps {
-		out[i] = Snapshot{Version: s.Version, PublishedAt: s.PublishedAt, ThroughLSN: s.Through, Packs: int64(s.Packs)}
+		out[i] = Snapshot{Version: s.Version, PublishedAt: s.PublishedAt, ThroughLSN: s.Through, Packs: int64(s.Packs), Pinned: s.Pinned, PinReason: s.PinReason}
 	}
-	return out, nil
+	return SnapshotsPage{Snapshots: out, Next: next}, nil
 }
 
 // Rows reads one page.
@@ -32,13 +32,8 @@ func (r CatalogReads) Rows(ctx context.Context, q RowsQuery) (RowsPage, error) {
 		Destination: q.Destination, Table: q.Table, Version: q.Snapshot,
 		Cursor: q.After, Limit: q.Limit, SystemColumns: q.SystemColumns,
 	})
-	switch {
-	case errors.Is(err, catalog.ErrNoSnapshot), errors.Is(err, catalog.ErrUnknownTable):
-		return RowsPage{}, fmt.Errorf("%w: %v", ErrNotFound, err)
-	case errors.Is(err, catalog.ErrBadCursor):
-		return RowsPage{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
-	case err != nil:
-		return RowsPage{}, err
+	if err != nil {
+		return RowsPage{}, apiError(err)
 	}
 	return RowsPage{Snapshot: p.Version, Rows: p.Rows, Next: p.Next}, nil
 }
@@ -81,4 +76,40 @@ func (r CatalogReads) Tables(ctx context.Context, destination string, version ui
 // RecentPacks returns destination's newest indexed packs.
 func (r CatalogReads) RecentPacks(ctx context.Context, destination string, limit int) ([]catalog.PackInfo, error) {
 	return r.C.RecentPacks(ctx, destination, limit)
+}
+
+// Pin pins a retained snapshot.
+func (r CatalogReads) Pin(ctx context.Context, version uint64, reason string) (Pin, error) {
+	p, err := r.C.PinSnapshot(ctx, version, reason)
+	if err != nil {
+		return Pin{}, apiError(err)
+	}
+	return Pin{Version: p.Version, Pinned: true, Reason: p.Reason, PinnedAt: p.PinnedAt}, nil
+}
+
+// Unpin removes a snapshot's pin.
+func (r CatalogReads) Unpin(ctx context.Context, version uint64) error {
+	return apiError(r.C.UnpinSnapshot(ctx, version))
+}
+
+// gone is an expired-snapshot error that answers 410 with the catalog's
+// own message (which names the oldest retained version).
+type gone struct{ err error }
+
+func (g gone) Error() string   { return g.err.Error() }
+func (g gone) Unwrap() []error { return []error{g.err, ErrGone} }
+
+// apiError classifies a catalog error for the API's status codes.
+func apiError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, catalog.ErrExpired):
+		return gone{err}
+	case errors.Is(err, catalog.ErrNoSnapshot), errors.Is(err, catalog.ErrUnknownTable):
+		return fmt.Errorf("%w: %v", ErrNotFound, err)
+	case errors.Is(err, catalog.ErrBadCursor):
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return err
 }

@@ -211,9 +211,9 @@ func (a *handler) summary(w http.ResponseWriter, r *http.Request) {
 		s.Services[name] = b
 	}
 	if a.d.Reads != nil {
-		if snaps, err := a.d.Reads.Snapshots(ctx); err == nil {
-			for i := len(snaps) - 1; i >= 0 && len(s.Snapshots) < summarySnapshots; i-- {
-				s.Snapshots = append(s.Snapshots, snaps[i])
+		if page, err := a.d.Reads.Snapshots(ctx, SnapshotsQuery{Limit: summarySnapshots}); err == nil {
+			for i := len(page.Snapshots) - 1; i >= 0; i-- {
+				s.Snapshots = append(s.Snapshots, page.Snapshots[i])
 			}
 		}
 	}

@@ -61,14 +61,14 @@ func (a *handler) snapshotParam(ctx context.Context, v string) (uint64, error) {
 		}
 		return n, nil
 	}
-	snaps, err := a.d.Reads.Snapshots(ctx)
+	page, err := a.d.Reads.Snapshots(ctx, SnapshotsQuery{Limit: 1}) // the newest
 	if err != nil {
 		return 0, err
 	}
-	if len(snaps) == 0 {
+	if len(page.Snapshots) == 0 {
 		return 0, errors.Join(ErrNotFound, errors.New("no snapshot has been published yet"))
 	}
-	return snaps[len(snaps)-1].Version, nil
+	return page.Snapshots[len(page.Snapshots)-1].Version, nil
 }
 
 func (a *handler) tables(w http.ResponseWriter, r *http.Request) {

@@ -8,18 +8,25 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-cdc/sluice/shared/chtest"
 	"github.com/sluice-cdc/sluice/shared/httpx"
 	"github.com/sluice-cdc/sluice/shared/pgtest"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Shutdown()
+	chtest.Close()
+	os.Exit(code)
+}
 
 // The lifecycle endpoints against a real state database, behind a bearer
 // token: status codes, bodies, refusals, and the client-header guard.

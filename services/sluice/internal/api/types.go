@@ -11,6 +11,9 @@ type Snapshot struct {
 	PublishedAt time.Time `json:"published_at"`
 	ThroughLSN  string    `json:"through_lsn"`
 	Packs       int64     `json:"packs"`
+	// Pinned marks a snapshot pinned against expiry, with its reason.
+	Pinned    bool   `json:"pinned"`
+	PinReason string `json:"pin_reason,omitempty"`
 }
 
 // RowsPage is one keyset page of a destination's table at a snapshot. Rows

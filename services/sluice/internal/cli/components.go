@@ -109,5 +109,5 @@ func catalogReads(st *stack.Stack) api.Reads {
 	if st.Catalog == nil {
 		return nil
 	}
-	return api.CatalogReads{C: catalog.New(st.Catalog, catalog.Options{Prefix: st.Cfg.Catalog.Prefix, Log: st.Log})}
+	return api.CatalogReads{C: catalog.New(st.Catalog, catalog.Options{Prefix: st.Cfg.Catalog.Prefix, Log: st.Log, GCGrace: st.Cfg.Catalog.GCGrace})}
 }

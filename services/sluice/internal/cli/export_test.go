@@ -25,8 +25,6 @@ import (
 	"github.com/sluice-cdc/sluice/shared/packstore"
 )
 
-func TestMain(m *testing.M) { chtest.Main(m) }
-
 func items(id int64, tenant string) map[string]any {
 	return map[string]any{"id": id, "tenant": tenant, "name": fmt.Sprintf("item-%d", id), "qty": int32(id), "price": "12345678901234567890.123456789",
 		"ratio": 0.5, "ok": true, "at": int64(1700000000123456), "local": int64(-1), "day": int32(19000),

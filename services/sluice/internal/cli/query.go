@@ -51,36 +51,6 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-func newSnapshotsCmd(g *globalFlags) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "snapshots",
-		Short: "Published snapshots: version, published_at, through_lsn, pack count",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			var snaps []api.Snapshot
-			if err := c.get(cmd.Context(), "/api/v1/snapshots", nil, &snaps); err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(os.Stdout).Encode(snaps)
-			}
-			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "VERSION\tPUBLISHED_AT\tTHROUGH_LSN\tPACKS")
-			for _, s := range snaps {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%d\n", s.Version, s.PublishedAt.UTC().Format(time.RFC3339Nano), s.ThroughLSN, s.Packs)
-			}
-			return w.Flush()
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the snapshots as JSON")
-	return cmd
-}
-
 func newWaitCmd(g *globalFlags) *cobra.Command {
 	var through string
 	var timeout time.Duration
