@@ -71,8 +71,8 @@ type Options struct {
 }
 
 // Mix is the relative weight of each operation. MoveToast is the percentage
-// of wl_docs moves that leave the TOASTed body unchanged (the others
-// rewrite the body too).
+// of wl_docs and wl_events moves that leave the TOASTed value unchanged
+// (the others rewrite it too).
 type Mix struct {
 	Insert, Update, Delete, Reinsert, Move int
 	MoveToast                              int
