@@ -14,7 +14,7 @@
 //     spread over 10,000 tenants) populated before start (backfill) and
 //     run live; then the oracle. wl_events is checked by sample: every
 //     tenant the run changed (moved from or to, updated, deleted,
-//     inserted) plus 200 others drawn at random (kit.Sample;
+//     inserted) plus 20 others drawn at random (kit.Sample;
 //     SLUICE_E2E_SAMPLE sets the count, "all" reads every tenant). Multi-process: a real
 //     nats-server, `sluice catalog serve`, 2 readers (one standby), 2
 //     routers, 3 flushers, 2 indexers, 2 publishers as `sluice run`
@@ -52,6 +52,6 @@
 //
 // SLUICE_E2E_KEEP=dir keeps the logs of failed tests; SLUICE_E2E_MOVE_TOAST
 // sets the workload's MoveToast percentage (default 30); SLUICE_E2E_SAMPLE
-// the number of unchanged wl_events tenants the oracle reads (default 200,
+// the number of unchanged wl_events tenants the oracle reads (default 20,
 // "all").
 package e2e

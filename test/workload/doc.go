@@ -30,7 +30,7 @@
 //     elements), wl_docs (100 KB incompressible text bodies, stored out of
 //     line, updated in other columns so pgoutput sends them as unchanged
 //     TOAST), wl_events (rows spread uniformly over ManyTenants tenants,
-//     10,000 in the e2e tests, a 3 KB out-of-line payload on every 4th row,
+//     10,000 in the e2e tests, a 3 KB out-of-line payload on every 2nd row,
 //     mostly unchanged by updates and moves).
 //   - Generator.Touched lists the tenants the latest Run changed in a
 //     table: the oracle reads all of them and a sample of the rest.

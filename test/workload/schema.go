@@ -22,7 +22,7 @@ const (
 	Docs     = "public.wl_docs"
 	// Events is the table whose rows spread over Options.ManyTenants
 	// tenants (10,000 in the e2e tests), uniformly, with a TOASTed payload
-	// on every 4th row.
+	// on every 2nd row, a move-heavy operation mix (EventsMix).
 	Events = "public.wl_events"
 )
 

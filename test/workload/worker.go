@@ -211,14 +211,15 @@ func (w *worker) newID(table string) int64 {
 	return id
 }
 
-// tables weighs the tables an operation picks from.
+// tableWeights weighs the tables an operation picks from; wl_events
+// weighs Options.EventsWeight.
 var tableWeights = []struct {
 	name string
 	w    int
-}{{Orders, 5}, {Accounts, 3}, {Wide, 2}, {Docs, 1}, {Events, 2}}
+}{{Orders, 50}, {Accounts, 30}, {Wide, 20}, {Docs, 10}}
 
 func (w *worker) pickTable() string {
-	total := 0
+	total := w.g.o.EventsWeight
 	for _, t := range tableWeights {
 		total += t.w
 	}
@@ -229,13 +230,16 @@ func (w *worker) pickTable() string {
 		}
 		n -= t.w
 	}
-	return Orders
+	return Events
 }
 
 // op adds one random operation to tx.
 func (w *worker) op(tx *txn) {
 	mix := w.g.o.Mix
 	table := w.pickTable()
+	if table == Events {
+		mix = EventsMix
+	}
 	m := w.models[table]
 	total := mix.Insert + mix.Update + mix.Delete + mix.Reinsert + mix.Move
 	n := w.r.IntN(max(total, 1))
@@ -298,10 +302,10 @@ func (w *worker) body() *string {
 
 var statuses = []string{"placed", "paid", "shipped", "delivered", "refunded", "cancelled"}
 
-// payload is a wl_events payload: every 4th row (by id) has one large
+// payload is a wl_events payload: every 2nd row (by id) has one large
 // enough to be stored out of line.
 func (w *worker) payload(id int64) *string {
-	if id%4 != 0 {
+	if id%2 != 0 {
 		return w.text(w.r.IntN(20))
 	}
 	b := make([]byte, w.g.o.PayloadBytes/2)

@@ -59,9 +59,14 @@ type Options struct {
 	Edge float64
 	// DocBytes is the size of a wl_docs body; default 100 KiB.
 	DocBytes int
-	// PayloadBytes is the size of a wl_events payload (every 4th row has
+	// PayloadBytes is the size of a wl_events payload (every 2nd row has
 	// one; above 2 KB it is stored out of line); default 3 KiB.
 	PayloadBytes int
+	// EventsWeight is wl_events' weight in the choice of an operation's
+	// table (wl_orders 50, wl_accounts 30, wl_wide 20, wl_docs 10);
+	// default 20, negative never. The tenants it changes are what the
+	// oracle must read, so the e2e tests keep it low.
+	EventsWeight int
 	// Mix weighs the operations; the zero Mix is DefaultMix.
 	Mix Mix
 
@@ -80,6 +85,11 @@ type Mix struct {
 
 // DefaultMix is the operation mix of the tests.
 var DefaultMix = Mix{Insert: 30, Update: 40, Delete: 12, Reinsert: 6, Move: 12}
+
+// EventsMix is the operation mix of wl_events, whatever Options.Mix says
+// (its MoveToast applies): mostly moves between its many tenants, updates
+// that leave the TOASTed payload alone, and deletes.
+var EventsMix = Mix{Insert: 10, Update: 30, Delete: 15, Reinsert: 5, Move: 40}
 
 // Stats count what a run committed.
 type Stats struct {
@@ -134,6 +144,12 @@ func New(o Options) (*Generator, error) {
 	}
 	if o.PayloadBytes == 0 {
 		o.PayloadBytes = 3 << 10
+	}
+	if o.EventsWeight == 0 {
+		o.EventsWeight = 20
+	}
+	if o.EventsWeight < 0 {
+		o.EventsWeight = 0
 	}
 	if o.Workers == 0 {
 		o.Workers = 4
