@@ -32,7 +32,7 @@
 //     TOAST), wl_events (rows spread uniformly over ManyTenants tenants,
 //     10,000 in the e2e tests, a 3 KB out-of-line payload on every 2nd row,
 //     mostly unchanged by updates and moves).
-//   - Generator.Touched lists the tenants the latest Run changed in a
+//   - Generator.Touched lists the tenants every Run changed in a
 //     table: the oracle reads all of them and a sample of the rest.
 //   - The column added mid-run (wl_orders.priority) has no default: a
 //     default would change existing rows without any WAL record, which no

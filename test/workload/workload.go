@@ -129,7 +129,7 @@ type Generator struct {
 	touched touched
 	workers []*worker
 	added   atomic.Bool
-	// tracking is set while Run runs: touched records its changes only.
+	// tracking is set while Run runs: touched records Run's changes only.
 	tracking atomic.Bool
 	c        counters
 }
@@ -226,8 +226,9 @@ func (g *Generator) Tenants() []string { return append([]string(nil), g.tenants.
 // ManyTenants lists every routing value the generator may use in wl_events.
 func (g *Generator) ManyTenants() []string { return append([]string(nil), g.many...) }
 
-// Touched lists, sorted, the routing values of table whose rows the latest
-// Run changed: inserted, updated, deleted, moved from or moved to. It counts
+// Touched lists, sorted, the routing values of table whose rows any Run
+// changed (Populate's rows are not counted): inserted, updated, deleted,
+// moved from or moved to. It counts
 // the statements of transactions that failed too (their outcome may be
 // unknown), so it is a superset of the tenants the run changed.
 func (g *Generator) Touched(table string) []string { return g.touched.list(table) }
@@ -245,12 +246,6 @@ func (t *touched) add(table, tenant string) {
 		t.m[table] = map[string]struct{}{}
 	}
 	t.m[table][tenant] = struct{}{}
-}
-
-func (t *touched) reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.m = map[string]map[string]struct{}{}
 }
 
 func (t *touched) list(table string) []string {
@@ -344,7 +339,6 @@ func (g *Generator) Populate(ctx context.Context, pool *pgxpool.Pool) error {
 // is a normal end: Run returns the stats and nil.
 func (g *Generator) Run(ctx context.Context, pool *pgxpool.Pool) (Stats, error) {
 	start := time.Now()
-	g.touched.reset()
 	g.tracking.Store(true)
 	defer g.tracking.Store(false)
 	var deadline time.Time
