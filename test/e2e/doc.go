@@ -9,9 +9,13 @@
 // Tests (all skip with -short):
 //   - TestContractOneProcess: the contract smoke (../shared/tools/contract-smoke) in Go.
 //   - TestOracleOneProcess / TestOracleMultiProcess: the test/workload
-//     generator (4 table shapes, skewed tenants, moves, re-inserts, a large
-//     transaction, TOAST, an added column) populated before start
-//     (backfill) and run live; then the oracle. Multi-process: a real
+//     generator (5 table shapes, skewed tenants, moves, re-inserts, a large
+//     transaction, TOAST, an added column, and wl_events, whose rows
+//     spread over 10,000 tenants) populated before start (backfill) and
+//     run live; then the oracle. wl_events is checked by sample: every
+//     tenant the run changed (moved from or to, updated, deleted,
+//     inserted) plus 20 others drawn at random (kit.Sample;
+//     SLUICE_E2E_SAMPLE sets the count, "all" reads every tenant). Multi-process: a real
 //     nats-server, `sluice catalog serve`, 2 readers (one standby), 2
 //     routers, 3 flushers, 2 indexers, 2 publishers as `sluice run`
 //     processes. Each also checks that the oracle finds the pre-workload
@@ -47,5 +51,7 @@
 //     deploy/fetch-jaeger.sh).
 //
 // SLUICE_E2E_KEEP=dir keeps the logs of failed tests; SLUICE_E2E_MOVE_TOAST
-// sets the workload's MoveToast percentage (default 30).
+// sets the workload's MoveToast percentage (default 30); SLUICE_E2E_SAMPLE
+// the number of unchanged wl_events tenants the oracle reads (default 20,
+// "all").
 package e2e

@@ -91,7 +91,7 @@ func soak(t *testing.T, m mode, tune func(*kit.Chaos), env ...string) (kit.Repor
 	if err := p.EnsureRunning(ctx); err != nil {
 		t.Fatalf("restarting after the chaos: %v", err)
 	}
-	rep := settle(t, ctx, p, pool, dsn, g.Tenants())
+	rep := settle(t, ctx, p, pool, dsn, g)
 	t.Logf("SOAK %s: survived %s; checked %d rows in %d destination tables; loss (missing) %d, duplicates %d, phantoms %d, wrong values %d, leaked %d",
 		d, cs, rep.Rows, rep.Destinations, rep.Missing, rep.Duplicate, rep.Phantom, rep.Differ, rep.Leaked)
 	return rep, cs, p

@@ -40,18 +40,49 @@ func wlSource(dsn string) kit.Source {
 	return kit.Source{DSN: dsn, Tables: workload.TableNames(), RoutingColumns: workload.RoutingColumns()}
 }
 
-func wlTables() []kit.Table {
+// wlTables are the workload's tables for the oracle. wl_events, whose rows
+// spread over 10,000 tenants, is sampled (kit.Sample): every tenant the
+// workload's Run changed plus eventsSample others (SLUICE_E2E_SAMPLE
+// overrides the count; "all" reads every tenant).
+func wlTables(t testing.TB, g *workload.Generator) []kit.Table {
 	var out []kit.Table
-	for _, t := range workload.Tables() {
-		out = append(out, kit.Table{Name: t.Name, Keys: t.Keys, Routing: t.Routing})
+	for _, ts := range workload.Tables() {
+		kt := kit.Table{Name: ts.Name, Keys: ts.Keys, Routing: ts.Routing}
+		if ts.Name == workload.Events {
+			kt.Tenants = g.ManyTenants()
+			kt.Sample = &kit.Sample{Always: g.Touched(workload.Events), N: eventsSample(t), Seed: g.Options().Seed}
+			if kt.Sample.N < 0 {
+				kt.Sample = nil
+			}
+		}
+		out = append(out, kt)
 	}
 	return out
 }
 
-// wlOptions are the workload of the oracle tests: 30% of the wl_docs moves
-// leave the TOASTed body unchanged (SLUICE_E2E_MOVE_TOAST overrides).
+// eventsSample is SLUICE_E2E_SAMPLE (-1 for "all"), else 20: a read
+// costs about 0.5 s of the server on this loaded 2-core machine.
+func eventsSample(t testing.TB) int {
+	switch v := os.Getenv("SLUICE_E2E_SAMPLE"); v {
+	case "":
+		return 20
+	case "all":
+		return -1
+	default:
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("SLUICE_E2E_SAMPLE=%q: want a count or \"all\"", v)
+		}
+		return n
+	}
+}
+
+// wlOptions are the workload of the oracle tests: 30 tenants in the
+// skewed tables, 10,000 in wl_events; 30% of the wl_docs and wl_events
+// moves leave the TOASTed value unchanged (SLUICE_E2E_MOVE_TOAST
+// overrides).
 func wlOptions(seed uint64) workload.Options {
-	o := workload.Options{Seed: seed, Tenants: 30, Workers: 4, InitialRows: 1200, LargeEvery: 300, LargeRows: 12000,
+	o := workload.Options{Seed: seed, Tenants: 30, ManyTenants: 10000, EventsWeight: 1, Workers: 4, InitialRows: 1200, LargeEvery: 300, LargeRows: 12000,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	o.Mix = workload.DefaultMix
 	o.Mix.MoveToast = 30
@@ -68,8 +99,9 @@ func currentLSN(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 }
 
 // settle waits for the pipeline to publish the source's current LSN and
-// runs the oracle over every table and every tenant the workload used.
-func settle(t testing.TB, ctx context.Context, p kit.Pipeline, pool *pgxpool.Pool, dsn string, tenants []string) kit.Report {
+// runs the oracle over every table and every tenant the workload used
+// (wl_events: sampled, see wlTables).
+func settle(t testing.TB, ctx context.Context, p kit.Pipeline, pool *pgxpool.Pool, dsn string, g *workload.Generator) kit.Report {
 	t.Helper()
 	lsn, err := currentLSN(ctx, pool)
 	if err != nil {
@@ -79,8 +111,9 @@ func settle(t testing.TB, ctx context.Context, p kit.Pipeline, pool *pgxpool.Poo
 	if err != nil {
 		t.Fatalf("waiting for %s: %v\n%s", lsn, err, p.Tail())
 	}
-	t.Logf("snapshot through %s after %s", lsn, took.Round(time.Millisecond))
-	rep, err := kit.Check(ctx, dsn, p.Server(), kit.CheckOptions{Tables: wlTables(), Tenants: tenants})
+	t.Logf("snapshot through %s after %s; the run changed %d of wl_events' %d tenants", lsn, took.Round(time.Millisecond),
+		len(g.Touched(workload.Events)), len(g.ManyTenants()))
+	rep, err := kit.Check(ctx, dsn, p.Server(), kit.CheckOptions{Tables: wlTables(t, g), Tenants: g.Tenants()})
 	if err != nil {
 		t.Fatalf("oracle: %v\n%s", err, p.Tail())
 	}
@@ -150,9 +183,9 @@ func runOracle(t *testing.T, m mode) {
 		t.Fatalf("workload: %v", err)
 	}
 	t.Logf("workload: %v", st)
-	rep := settle(t, ctx, p, pool, dsn, g.Tenants())
+	rep := settle(t, ctx, p, pool, dsn, g)
 	report(t, rep)
-	stale, err := kit.Check(ctx, dsn, p.Server(), kit.CheckOptions{Tables: wlTables()[:1], Tenants: g.Tenants(), Snapshot: early})
+	stale, err := kit.Check(ctx, dsn, p.Server(), kit.CheckOptions{Tables: wlTables(t, g)[:1], Tenants: g.Tenants(), Snapshot: early})
 	if err != nil {
 		t.Fatal(err)
 	}

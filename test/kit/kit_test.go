@@ -108,3 +108,35 @@ func TestNATSServerRestart(t *testing.T) {
 	}
 	_ = json.Valid
 }
+
+// TestSamplePick: a Sample reads every Always tenant plus N of the rest,
+// the same N for the same seed, and counts the others as skipped.
+func TestSamplePick(t *testing.T) {
+	var all []string
+	for i := 0; i < 1000; i++ {
+		all = append(all, fmt.Sprintf("t%04d", i))
+	}
+	always := []string{"t0003", "t0500", "t0999"}
+	s := &Sample{Always: always, N: 10, Seed: 7}
+	got, skipped := s.pick(all)
+	if len(got) != 13 || skipped != 987 {
+		t.Fatalf("picked %d, skipped %d; want 13 and 987", len(got), skipped)
+	}
+	in := map[string]bool{}
+	for _, g := range got {
+		in[g] = true
+	}
+	for _, a := range always {
+		if !in[a] {
+			t.Errorf("%s changed in the last phase but is not read", a)
+		}
+	}
+	again, _ := (&Sample{Always: always, N: 10, Seed: 7}).pick(all)
+	other, _ := (&Sample{Always: always, N: 10, Seed: 8}).pick(all)
+	if fmt.Sprint(again) != fmt.Sprint(got) || fmt.Sprint(other) == fmt.Sprint(got) {
+		t.Errorf("the sample is not a function of its seed: %v / %v / %v", got, again, other)
+	}
+	if none, skipped := (*Sample)(nil).pick(all); len(none) != 1000 || skipped != 0 {
+		t.Errorf("no Sample reads %d and skips %d, want all", len(none), skipped)
+	}
+}

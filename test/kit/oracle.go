@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,48 @@ type Table struct {
 	Name    string   // schema.table
 	Keys    []string // primary key columns
 	Routing string   // routing column
+	// Tenants are routing values to check in this table besides
+	// CheckOptions.Tenants and those the source holds now.
+	Tenants []string
+	// Sample, when set, checks only some of the table's tenants: for a
+	// table with thousands of tenants, reading every one is too slow.
+	Sample *Sample
+}
+
+// Sample picks the tenants of a table the oracle reads: every one in
+// Always (those that received a change in the last phase: a missed
+// change can only be there) plus N others drawn at random, seeded by Seed,
+// from the rest (those the source holds, and the table's and
+// CheckOptions' Tenants).
+type Sample struct {
+	Always []string
+	N      int
+	Seed   uint64
+}
+
+// pick returns the tenants of all to read, sorted, and how many it skips.
+func (s *Sample) pick(all []string) ([]string, int) {
+	if s == nil {
+		return all, 0
+	}
+	always := map[string]bool{}
+	for _, t := range s.Always {
+		always[t] = true
+	}
+	var out, rest []string
+	for _, t := range all {
+		if always[t] {
+			out = append(out, t)
+		} else {
+			rest = append(rest, t)
+		}
+	}
+	r := rand.New(rand.NewPCG(s.Seed, 0x5a3b1e))
+	r.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	n := min(s.N, len(rest))
+	out = append(out, rest[:n]...)
+	sort.Strings(out)
+	return out, len(rest) - n
 }
 
 // CheckOptions configure the oracle.
@@ -47,15 +90,17 @@ type Report struct {
 	Snapshot     uint64
 	ThroughLSN   string
 	Destinations int // (destination, table) pairs read
-	Rows         int // rows read
-	SourceRows   int
-	Missing      int // in the source, not in the destination
-	Phantom      int // in the destination, not in the source
-	Duplicate    int // a key read twice
-	Differ       int // same key, different values
-	Leaked       int // a row of another tenant
-	ReadErrors   int
-	ReadTime     time.Duration // summed over reads
+	// Sampled counts the (destination, table) pairs a Sample left unread.
+	Sampled    int
+	Rows       int // rows read
+	SourceRows int
+	Missing    int // in the source, not in the destination
+	Phantom    int // in the destination, not in the source
+	Duplicate  int // a key read twice
+	Differ     int // same key, different values
+	Leaked     int // a row of another tenant
+	ReadErrors int
+	ReadTime   time.Duration // summed over reads
 	// ByColumn counts value differences per table.column (a missing or
 	// phantom row counts under table.(row)).
 	ByColumn map[string]int
@@ -100,8 +145,12 @@ func (r Report) String() string {
 	if len(cols) > 0 {
 		by = "; by column: " + strings.Join(cols, " ")
 	}
-	return fmt.Sprintf("snapshot %d (through %s): %d destination tables, %d rows read, %d source rows: %d missing, %d phantom, %d duplicate, %d differ, %d leaked, %d read errors (%s, %s per read)",
-		r.Snapshot, r.ThroughLSN, r.Destinations, r.Rows, r.SourceRows, r.Missing, r.Phantom, r.Duplicate, r.Differ, r.Leaked, r.ReadErrors, r.Elapsed.Round(time.Millisecond), (r.ReadTime/time.Duration(max(r.Destinations, 1))).Round(time.Millisecond)) + by
+	sampled := ""
+	if r.Sampled > 0 {
+		sampled = fmt.Sprintf(" (%d more left unread by sampling)", r.Sampled)
+	}
+	return fmt.Sprintf("snapshot %d (through %s): %d destination tables%s, %d rows read, %d source rows: %d missing, %d phantom, %d duplicate, %d differ, %d leaked, %d read errors (%s, %s per read)",
+		r.Snapshot, r.ThroughLSN, r.Destinations, sampled, r.Rows, r.SourceRows, r.Missing, r.Phantom, r.Duplicate, r.Differ, r.Leaked, r.ReadErrors, r.Elapsed.Round(time.Millisecond), (r.ReadTime/time.Duration(max(r.Destinations, 1))).Round(time.Millisecond)) + by
 }
 
 type snapshot struct {
@@ -169,7 +218,7 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 	for _, t := range o.Tables {
 		// The source, grouped by tenant.
 		want := map[string]map[string]any{}
-		for _, tenant := range o.Tenants {
+		for _, tenant := range append(append([]string(nil), o.Tenants...), t.Tenants...) {
 			if o.Only == nil || o.Only(tenant) {
 				want[tenant] = map[string]any{}
 			}
@@ -211,6 +260,8 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 			tenants = append(tenants, k)
 		}
 		sort.Strings(tenants)
+		tenants, skipped := t.Sample.pick(tenants)
+		rep.Sampled += skipped
 
 		eg, ectx := errgroup.WithContext(ctx)
 		eg.SetLimit(o.Parallel)

@@ -29,7 +29,11 @@
 //     infinity timestamps, BC dates, huge numerics, empty arrays, NULL
 //     elements), wl_docs (100 KB incompressible text bodies, stored out of
 //     line, updated in other columns so pgoutput sends them as unchanged
-//     TOAST).
+//     TOAST), wl_events (rows spread uniformly over ManyTenants tenants,
+//     10,000 in the e2e tests, a 3 KB out-of-line payload on every 2nd row,
+//     mostly unchanged by updates and moves).
+//   - Generator.Touched lists the tenants every Run changed in a
+//     table: the oracle reads all of them and a sample of the rest.
 //   - The column added mid-run (wl_orders.priority) has no default: a
 //     default would change existing rows without any WAL record, which no
 //     CDC pipeline can see.
@@ -37,6 +41,6 @@
 //     is not a plain destination name ("acme.corp/…", "größe …"), so the
 //     destination encoding is exercised.
 //   - Mix.MoveToast (0 in DefaultMix; the e2e tests use 30) is the share
-//     of wl_docs moves that leave the body untouched: the new destination
+//     of wl_docs and wl_events moves that leave the TOASTed value untouched: the new destination
 //     receives an unchanged-TOAST marker for a row it has never seen.
 package workload

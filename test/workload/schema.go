@@ -20,6 +20,10 @@ const (
 	Accounts = "public.wl_accounts"
 	Wide     = "public.wl_wide"
 	Docs     = "public.wl_docs"
+	// Events is the table whose rows spread over Options.ManyTenants
+	// tenants (10,000 in the e2e tests), uniformly, with a TOASTed payload
+	// on every 2nd row, a move-heavy operation mix (EventsMix).
+	Events = "public.wl_events"
 )
 
 // AddedColumn is the column Run adds to Orders mid-run.
@@ -32,6 +36,7 @@ func Tables() []TableSpec {
 		{Name: Accounts, Keys: []string{"id"}, Routing: "org_id"},
 		{Name: Wide, Keys: []string{"tenant_id", "id"}, Routing: "tenant_id"},
 		{Name: Docs, Keys: []string{"tenant_id", "id"}, Routing: "tenant_id"},
+		{Name: Events, Keys: []string{"tenant_id", "id"}, Routing: "tenant_id"},
 	}
 }
 
@@ -142,6 +147,15 @@ CREATE TABLE IF NOT EXISTS public.wl_docs (
   PRIMARY KEY (tenant_id, id)
 );
 ALTER TABLE public.wl_docs ALTER COLUMN body SET STORAGE EXTERNAL;
+CREATE TABLE IF NOT EXISTS public.wl_events (
+  tenant_id text    NOT NULL,
+  id        bigint  NOT NULL,
+  kind      text    NOT NULL,
+  n         integer NOT NULL,
+  payload   text,
+  PRIMARY KEY (tenant_id, id)
+);
+ALTER TABLE public.wl_events ALTER COLUMN payload SET STORAGE EXTERNAL;
 `
 
 // Schema creates the workload's type and tables (idempotent).

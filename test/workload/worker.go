@@ -174,7 +174,35 @@ func (w *worker) resync(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-func (w *worker) tenant() int { return int(w.zipf.Uint64()) }
+// tenant picks the tenant of a new row of table: skewed (Zipf) over
+// Options.Tenants, or uniform over Options.ManyTenants in wl_events.
+func (w *worker) tenant(table string) int {
+	if table == Events {
+		return w.r.IntN(w.g.o.ManyTenants)
+	}
+	return int(w.zipf.Uint64())
+}
+
+// tenantCount is the size of table's tenant space.
+func (w *worker) tenantCount(table string) int {
+	if table == Events {
+		return w.g.o.ManyTenants
+	}
+	return w.g.o.Tenants
+}
+
+// name is the routing value of tenant i of table; Run records it as
+// touched.
+func (w *worker) name(table string, i int) string {
+	n := w.g.tenants
+	if table == Events {
+		n = w.g.many
+	}
+	if w.g.tracking.Load() {
+		w.g.touched.add(table, n[i])
+	}
+	return n[i]
+}
 
 func (w *worker) newID(table string) int64 {
 	m := w.models[table]
@@ -183,14 +211,15 @@ func (w *worker) newID(table string) int64 {
 	return id
 }
 
-// tables weighs the tables an operation picks from.
+// tableWeights weighs the tables an operation picks from; wl_events
+// weighs Options.EventsWeight.
 var tableWeights = []struct {
 	name string
 	w    int
-}{{Orders, 5}, {Accounts, 3}, {Wide, 2}, {Docs, 1}}
+}{{Orders, 50}, {Accounts, 30}, {Wide, 20}, {Docs, 10}}
 
 func (w *worker) pickTable() string {
-	total := 0
+	total := w.g.o.EventsWeight
 	for _, t := range tableWeights {
 		total += t.w
 	}
@@ -201,26 +230,29 @@ func (w *worker) pickTable() string {
 		}
 		n -= t.w
 	}
-	return Orders
+	return Events
 }
 
 // op adds one random operation to tx.
 func (w *worker) op(tx *txn) {
 	mix := w.g.o.Mix
 	table := w.pickTable()
+	if table == Events {
+		mix = EventsMix
+	}
 	m := w.models[table]
 	total := mix.Insert + mix.Update + mix.Delete + mix.Reinsert + mix.Move
 	n := w.r.IntN(max(total, 1))
 	switch {
 	case n < mix.Insert || len(m.live) == 0:
-		w.insert(tx, table, w.tenant())
+		w.insert(tx, table, w.tenant(table))
 	case n < mix.Insert+mix.Update:
 		w.update(tx, table, m.live[w.r.IntN(len(m.live))])
 	case n < mix.Insert+mix.Update+mix.Delete:
 		w.delete(tx, table, m.live[w.r.IntN(len(m.live))])
 	case n < mix.Insert+mix.Update+mix.Delete+mix.Reinsert:
 		if len(m.dead) == 0 {
-			w.insert(tx, table, w.tenant())
+			w.insert(tx, table, w.tenant(table))
 			return
 		}
 		i := w.r.IntN(len(m.dead))
@@ -229,7 +261,7 @@ func (w *worker) op(tx *txn) {
 		m.dead = m.dead[:len(m.dead)-1]
 		tenant := m.tenant[id]
 		if table == Accounts && w.r.IntN(2) == 0 {
-			tenant = w.tenant() // a re-inserted key may come back in another tenant
+			tenant = w.tenant(table) // a re-inserted key may come back in another tenant
 		}
 		w.insertID(tx, table, id, tenant)
 		tx.reins++
@@ -270,8 +302,26 @@ func (w *worker) body() *string {
 
 var statuses = []string{"placed", "paid", "shipped", "delivered", "refunded", "cancelled"}
 
+// payload is a wl_events payload: every 2nd row (by id) has one large
+// enough to be stored out of line.
+func (w *worker) payload(id int64) *string {
+	if id%2 != 0 {
+		return w.text(w.r.IntN(20))
+	}
+	b := make([]byte, w.g.o.PayloadBytes/2)
+	for i := 0; i < len(b); i += 8 {
+		v := w.r.Uint64()
+		for j := 0; j < 8 && i+j < len(b); j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return s(hex.EncodeToString(b))
+}
+
+var kinds = []string{"click", "view", "signup", "purchase", "churn"}
+
 func (w *worker) insertID(tx *txn, table string, id int64, tenant int) {
-	name := w.g.tenants[tenant]
+	name := w.name(table, tenant)
 	switch table {
 	case Orders:
 		tags := arrayGen(textGen(8), true)(w.r, w.r.IntN(10) == 0)
@@ -306,6 +356,9 @@ func (w *worker) insertID(tx *txn, table string, id int64, tenant int) {
 	case Docs:
 		tx.queue(`INSERT INTO public.wl_docs (tenant_id, id, title, version, body) VALUES ($1, $2, $3, 1, $4)`,
 			name, id, w.text(20), w.body())
+	case Events:
+		tx.queue(`INSERT INTO public.wl_events (tenant_id, id, kind, n, payload) VALUES ($1, $2, $3, $4, $5)`,
+			name, id, kinds[w.r.IntN(len(kinds))], w.r.IntN(1000), w.payload(id))
 	}
 	w.models[table].add(id, tenant)
 	tx.rows++
@@ -314,7 +367,7 @@ func (w *worker) insertID(tx *txn, table string, id int64, tenant int) {
 
 // where is the key predicate of a row, starting at placeholder $1.
 func (w *worker) where(table string, id int64) (string, []any) {
-	tenant := w.g.tenants[w.models[table].tenant[id]]
+	tenant := w.name(table, w.models[table].tenant[id])
 	if table == Accounts {
 		return "id = $1", []any{id}
 	}
@@ -355,6 +408,13 @@ func (w *worker) update(tx *txn, table string, id int64) {
 			set += ", body = " + p(w.body())
 		}
 		tx.queue(`UPDATE public.wl_docs SET `+set+` WHERE `+pred, args...)
+	case Events:
+		// The payload mostly stays: pgoutput sends it as unchanged TOAST.
+		set := fmt.Sprintf("n = n + %s, kind = %s", p(w.r.IntN(100)+1), p(kinds[w.r.IntN(len(kinds))]))
+		if w.r.IntN(6) == 0 {
+			set += ", payload = " + p(w.payload(id))
+		}
+		tx.queue(`UPDATE public.wl_events SET `+set+` WHERE `+pred, args...)
 	}
 	tx.rows++
 	tx.upd++
@@ -374,9 +434,9 @@ func (w *worker) delete(tx *txn, table string, id int64) {
 // an insert in the new one.
 func (w *worker) move(tx *txn, table string, id int64) {
 	m := w.models[table]
-	to := w.tenant()
+	to := w.tenant(table)
 	if to == m.tenant[id] {
-		to = (to + 1) % w.g.o.Tenants
+		to = (to + 1) % w.tenantCount(table)
 	}
 	pred, args := w.where(table, id)
 	p := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -384,13 +444,20 @@ func (w *worker) move(tx *txn, table string, id int64) {
 	if table == Accounts {
 		col = "org_id"
 	}
-	set := col + " = " + p(w.g.tenants[to])
+	set := col + " = " + p(w.name(table, to))
 	switch table {
 	case Orders:
 		set += ", status = " + p("moved")
 	case Docs:
 		if w.r.IntN(100) >= w.g.o.Mix.MoveToast {
 			set += ", body = " + p(w.body())
+		}
+	case Events:
+		// Usually the payload moves untouched: the new destination gets
+		// an unchanged-TOAST marker for a row it has never seen.
+		set += ", n = n + 1"
+		if w.r.IntN(100) >= w.g.o.Mix.MoveToast {
+			set += ", payload = " + p(w.payload(id))
 		}
 	}
 	tx.queue(`UPDATE `+table+` SET `+set+` WHERE `+pred, args...)
@@ -403,8 +470,8 @@ func (w *worker) move(tx *txn, table string, id int64) {
 // wl_orders, then updates and deletes of some of them.
 func (w *worker) large(tx *txn) {
 	tx.large = true
-	tenant := w.tenant()
-	name := w.g.tenants[tenant]
+	tenant := w.tenant(Orders)
+	name := w.name(Orders, tenant)
 	m := w.models[Orders]
 	ids := make([]int64, w.g.o.LargeRows*3/4)
 	for i := range ids {

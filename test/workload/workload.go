@@ -10,6 +10,7 @@ import (
 	"hash"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +23,12 @@ import (
 type Options struct {
 	Seed    uint64
 	Tenants int // default 300
-	Workers int // concurrent connections; default 4
+	// ManyTenants is the tenant count of wl_events (tenants TenantName(0)
+	// .. TenantName(ManyTenants-1), so the first Tenants of them also own
+	// rows of the other tables); default 1000. Populate gives every one of
+	// them at least one row; traffic picks them uniformly.
+	ManyTenants int
+	Workers     int // concurrent connections; default 4
 
 	// Run stops after Transactions (across workers), after Duration, or
 	// when ctx ends, whichever comes first. With neither set Run needs ctx.
@@ -37,7 +43,7 @@ type Options struct {
 
 	// InitialRows is what Populate inserts into wl_orders; the other tables
 	// get proportionally fewer (accounts 1/2, wide 1/4, docs 1/40).
-	// Default 2000.
+	// Default 2000. wl_events gets ManyTenants rows, one per tenant.
 	InitialRows int
 	// LargeEvery makes every LargeEvery-th transaction of worker 0 a large
 	// one of LargeRows row changes in one tenant; default 400, negative
@@ -53,6 +59,14 @@ type Options struct {
 	Edge float64
 	// DocBytes is the size of a wl_docs body; default 100 KiB.
 	DocBytes int
+	// PayloadBytes is the size of a wl_events payload (every 2nd row has
+	// one; above 2 KB it is stored out of line); default 3 KiB.
+	PayloadBytes int
+	// EventsWeight is wl_events' weight in the choice of an operation's
+	// table (wl_orders 50, wl_accounts 30, wl_wide 20, wl_docs 10);
+	// default 20, negative never. The tenants it changes are what the
+	// oracle must read, so the e2e tests keep it low.
+	EventsWeight int
 	// Mix weighs the operations; the zero Mix is DefaultMix.
 	Mix Mix
 
@@ -62,8 +76,8 @@ type Options struct {
 }
 
 // Mix is the relative weight of each operation. MoveToast is the percentage
-// of wl_docs moves that leave the TOASTed body unchanged (the others
-// rewrite the body too).
+// of wl_docs and wl_events moves that leave the TOASTed value unchanged
+// (the others rewrite it too).
 type Mix struct {
 	Insert, Update, Delete, Reinsert, Move int
 	MoveToast                              int
@@ -71,6 +85,11 @@ type Mix struct {
 
 // DefaultMix is the operation mix of the tests.
 var DefaultMix = Mix{Insert: 30, Update: 40, Delete: 12, Reinsert: 6, Move: 12}
+
+// EventsMix is the operation mix of wl_events, whatever Options.Mix says
+// (its MoveToast applies): mostly moves between its many tenants, updates
+// that leave the TOASTed payload alone, and deletes.
+var EventsMix = Mix{Insert: 10, Update: 30, Delete: 15, Reinsert: 5, Move: 40}
 
 // Stats count what a run committed.
 type Stats struct {
@@ -105,16 +124,32 @@ type counters struct {
 type Generator struct {
 	o       Options
 	tenants []string
+	many    []string // wl_events' tenants
 	index   map[string]int
+	touched touched
 	workers []*worker
 	added   atomic.Bool
-	c       counters
+	// tracking is set while Run runs: touched records Run's changes only.
+	tracking atomic.Bool
+	c        counters
 }
 
 // New makes a generator; it does not touch the database.
 func New(o Options) (*Generator, error) {
 	if o.Tenants == 0 {
 		o.Tenants = 300
+	}
+	if o.ManyTenants == 0 {
+		o.ManyTenants = 1000
+	}
+	if o.PayloadBytes == 0 {
+		o.PayloadBytes = 3 << 10
+	}
+	if o.EventsWeight == 0 {
+		o.EventsWeight = 20
+	}
+	if o.EventsWeight < 0 {
+		o.EventsWeight = 0
 	}
 	if o.Workers == 0 {
 		o.Workers = 4
@@ -146,13 +181,18 @@ func New(o Options) (*Generator, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if o.Tenants < 1 || o.Workers < 1 || o.OpsPerTx < 1 || o.Rate < 0 || o.AddColumnAt > 1 {
+	if o.Tenants < 1 || o.ManyTenants < 1 || o.Workers < 1 || o.OpsPerTx < 1 || o.Rate < 0 || o.AddColumnAt > 1 {
 		return nil, fmt.Errorf("%w: %+v", ErrBadOptions, o)
 	}
-	g := &Generator{o: o, index: map[string]int{}}
-	for i := 0; i < o.Tenants; i++ {
+	g := &Generator{o: o, index: map[string]int{}, touched: touched{m: map[string]map[string]struct{}{}}}
+	for i := 0; i < max(o.Tenants, o.ManyTenants); i++ {
 		name := TenantName(i)
-		g.tenants = append(g.tenants, name)
+		if i < o.Tenants {
+			g.tenants = append(g.tenants, name)
+		}
+		if i < o.ManyTenants {
+			g.many = append(g.many, name)
+		}
 		g.index[name] = i
 	}
 	for w := 0; w < o.Workers; w++ {
@@ -160,7 +200,7 @@ func New(o Options) (*Generator, error) {
 		g.workers = append(g.workers, &worker{
 			g: g, n: w, r: r,
 			zipf:   rand.NewZipf(r, 1.1, 3, uint64(o.Tenants-1)),
-			models: map[string]*model{Orders: newModel(), Accounts: newModel(), Wide: newModel(), Docs: newModel()},
+			models: map[string]*model{Orders: newModel(), Accounts: newModel(), Wide: newModel(), Docs: newModel(), Events: newModel()},
 			digest: sha256.New(),
 		})
 	}
@@ -179,8 +219,45 @@ func TenantName(i int) string {
 	return fmt.Sprintf("t%03d", i)
 }
 
-// Tenants lists every routing value the generator may use.
+// Tenants lists every routing value the generator may use in the tables
+// other than wl_events.
 func (g *Generator) Tenants() []string { return append([]string(nil), g.tenants...) }
+
+// ManyTenants lists every routing value the generator may use in wl_events.
+func (g *Generator) ManyTenants() []string { return append([]string(nil), g.many...) }
+
+// Touched lists, sorted, the routing values of table whose rows any Run
+// changed (Populate's rows are not counted): inserted, updated, deleted,
+// moved from or moved to. It counts
+// the statements of transactions that failed too (their outcome may be
+// unknown), so it is a superset of the tenants the run changed.
+func (g *Generator) Touched(table string) []string { return g.touched.list(table) }
+
+// touched records the routing values Run changes, per table.
+type touched struct {
+	mu sync.Mutex
+	m  map[string]map[string]struct{}
+}
+
+func (t *touched) add(table, tenant string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m[table] == nil {
+		t.m[table] = map[string]struct{}{}
+	}
+	t.m[table][tenant] = struct{}{}
+}
+
+func (t *touched) list(table string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.m[table]))
+	for k := range t.m[table] {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Options returns the options with defaults filled in.
 func (g *Generator) Options() Options { return g.o }
@@ -227,13 +304,21 @@ func (g *Generator) Populate(ctx context.Context, pool *pgxpool.Pool) error {
 			todo := []struct {
 				table string
 				n     int
-			}{{Orders, share(g.o.InitialRows)}, {Accounts, share(g.o.InitialRows / 2)}, {Wide, share(g.o.InitialRows / 4)}, {Docs, share(g.o.InitialRows / 40)}}
+			}{{Orders, share(g.o.InitialRows)}, {Accounts, share(g.o.InitialRows / 2)}, {Wide, share(g.o.InitialRows / 4)}, {Docs, share(g.o.InitialRows / 40)},
+				{Events, share(g.o.ManyTenants)}}
 			for _, td := range todo {
 				for done := 0; done < td.n; {
 					n := min(200, td.n-done)
+					first := done
 					err := w.transact(ctx, pool, func(tx *txn) {
 						for i := 0; i < n; i++ {
-							w.insert(tx, td.table, w.tenant())
+							tenant := w.tenant(td.table)
+							if td.table == Events {
+								// Every tenant gets a row: worker w
+								// fills tenants w, w+Workers, ...
+								tenant = (first+i)*g.o.Workers + w.n
+							}
+							w.insert(tx, td.table, tenant)
 						}
 					})
 					if err != nil {
@@ -254,6 +339,8 @@ func (g *Generator) Populate(ctx context.Context, pool *pgxpool.Pool) error {
 // is a normal end: Run returns the stats and nil.
 func (g *Generator) Run(ctx context.Context, pool *pgxpool.Pool) (Stats, error) {
 	start := time.Now()
+	g.tracking.Store(true)
+	defer g.tracking.Store(false)
 	var deadline time.Time
 	if g.o.Duration > 0 {
 		deadline = start.Add(g.o.Duration)

@@ -176,3 +176,81 @@ func TestTenantNames(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+// TestManyTenants: Populate gives every wl_events tenant a row, and
+// Touched names every tenant whose wl_events rows the run changed (the
+// oracle reads those and only a sample of the rest).
+func TestManyTenants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Postgres")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	o := small(5)
+	o.ManyTenants = 2000
+	o.Mix = workload.DefaultMix
+	o.Mix.MoveToast = 50
+	g, err := workload.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workload.Schema(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Populate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	perTenant := func() map[string]string {
+		rows, err := pool.Query(ctx, `SELECT tenant_id, md5(string_agg(to_jsonb(x)::text, E'\n' ORDER BY id)) FROM public.wl_events x GROUP BY tenant_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for rows.Next() {
+			var k, v string
+			if err := rows.Scan(&k, &v); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = v
+		}
+		return out
+	}
+	before := perTenant()
+	if len(before) != o.ManyTenants {
+		t.Fatalf("wl_events holds %d tenants after Populate, want %d", len(before), o.ManyTenants)
+	}
+	if n := len(g.Touched(workload.Events)); n != 0 {
+		t.Errorf("Touched lists %d tenants before any Run", n)
+	}
+	st, err := g.Run(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := perTenant()
+	touched := map[string]bool{}
+	for _, k := range g.Touched(workload.Events) {
+		touched[k] = true
+	}
+	changed := 0
+	for _, k := range g.ManyTenants() {
+		if before[k] != after[k] {
+			changed++
+			if !touched[k] {
+				t.Errorf("tenant %q changed in wl_events but Touched does not list it", k)
+			}
+		}
+	}
+	var toasted int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE length(payload) > 2000) FROM public.wl_events`).Scan(&toasted); err != nil {
+		t.Fatal(err)
+	}
+	if changed == 0 || toasted == 0 || st.Moves == 0 {
+		t.Errorf("wl_events: %d tenants changed, %d TOASTed payloads, %d moves", changed, toasted, st.Moves)
+	}
+	t.Logf("%v; wl_events: %d of %d tenants changed, %d touched, %d TOASTed payloads", st, changed, o.ManyTenants, len(touched), toasted)
+}
