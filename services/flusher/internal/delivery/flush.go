@@ -161,7 +161,7 @@ func (m *Manager) beginFlush(ctx context.Context, job *flushJob) context.Context
 	ctx, job.span = tracer.Start(ctx, "flusher.flush", trace.WithLinks(links...), trace.WithAttributes(
 		attribute.String("messaging.system", "nats"),
 		attribute.String("messaging.operation.type", "process"),
-		attribute.String("messaging.destination.name", proto.RoutedSubject(d.part.id, d.name)),
+		attribute.String("messaging.destination.name", proto.RoutedPartitionSubject(d.part.id)),
 		attribute.String("sluice.destination", d.name),
 		attribute.Int("sluice.partition", d.part.id),
 		attribute.Int("sluice.messages", len(job.f.Items)),

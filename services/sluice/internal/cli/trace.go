@@ -160,9 +160,13 @@ func (j *jaegerAPI) search(ctx context.Context, service string, tags map[string]
 
 // latestFlush finds the trace of dest's most recent flusher.flush span.
 func (j *jaegerAPI) latestFlush(ctx context.Context, dest string, lookback time.Duration) (string, error) {
-	trs, err := j.search(ctx, "sluice-flusher", map[string]string{"sluice.destination": dest}, lookback, 50)
-	if err != nil {
-		return "", err
+	var trs []jTrace
+	for _, svc := range []string{"sluice-flusher", devService} {
+		t, err := j.search(ctx, svc, map[string]string{"sluice.destination": dest}, lookback, 50)
+		if err != nil {
+			return "", err
+		}
+		trs = append(trs, t...)
 	}
 	best, at := "", int64(0)
 	for _, tr := range trs {
@@ -177,6 +181,11 @@ func (j *jaegerAPI) latestFlush(ctx context.Context, dest string, lookback time.
 	}
 	return best, nil
 }
+
+// devService is the trace service name of `sluice dev`, which runs every
+// service in one process under one tracer provider; `sluice run` and the
+// per-service binaries name theirs sluice-<service>.
+const devService = "sluice-dev"
 
 // maxJoined bounds how many traces one answer joins.
 const maxJoined = 200
@@ -225,7 +234,7 @@ func (j *jaegerAPI) joined(ctx context.Context, id string, lookback time.Duratio
 		return nil, &exitError{1, fmt.Errorf("Jaeger at %s has no trace %s", j.base, id)}
 	}
 	// Downstream: the pack's indexer and publisher spans link back.
-	for _, svc := range []string{"sluice-indexer", "sluice-publisher"} {
+	for _, svc := range []string{"sluice-indexer", "sluice-publisher", devService} {
 		trs, err := j.search(ctx, svc, nil, lookback, 500)
 		if err != nil {
 			return nil, err
@@ -310,7 +319,7 @@ func printTraces(w io.Writer, root string, set map[string]jTrace) {
 		}
 		var walk func(sp jSpan, depth int)
 		walk = func(sp jSpan, depth int) {
-			svc := strings.TrimPrefix(tr.Processes[sp.ProcessID].ServiceName, "sluice-")
+			svc := stageOf(strings.TrimPrefix(tr.Processes[sp.ProcessID].ServiceName, "sluice-"), sp)
 			services[svc] = true
 			var extra []string
 			for _, k := range []string{"messaging.destination.name", "sluice.destination", "sluice.rows", "sluice.packs", "sluice.version", "sluice.through_lsn"} {
@@ -343,4 +352,36 @@ func printTraces(w io.Writer, root string, set map[string]jTrace) {
 		}
 	}
 	fmt.Fprintf(w, "%d traces; services: %s\n", len(trs), strings.Join(names, ", "))
+}
+
+// stageOf names the service a span belongs to. `sluice dev` runs every
+// service in one process under one service name ("dev"), so there the
+// span's instrumentation scope (services/<name>) or, without one, its
+// operation says which.
+func stageOf(svc string, sp jSpan) string {
+	if svc != "dev" {
+		return svc
+	}
+	for _, k := range []string{"otel.scope.name", "otel.library.name"} {
+		if v, ok := sp.tag(k); ok {
+			if _, rest, ok := strings.Cut(v, "/services/"); ok {
+				name, _, _ := strings.Cut(rest, "/")
+				return name
+			}
+		}
+	}
+	op := sp.OperationName
+	switch {
+	case strings.HasPrefix(op, "publish sluice.changes"):
+		return "reader"
+	case strings.HasPrefix(op, "route ") || op == "process router":
+		return "router"
+	case strings.HasPrefix(op, "flusher."):
+		return "flusher"
+	case strings.HasPrefix(op, "indexer.") || op == "process indexer":
+		return "indexer"
+	case strings.HasPrefix(op, "publisher."):
+		return "publisher"
+	}
+	return svc
 }
