@@ -13,6 +13,16 @@ if [ -x "$OUT" ]; then
   exit 0
 fi
 mkdir -p "$CACHE"
+# One build at a time: .ci/run starts one early, beside its installs, and
+# make test's own fetch then waits for it here and finds the binary.
+if command -v flock >/dev/null; then
+  exec 9>"$CACHE/.jaeger-$VERSION.lock"
+  flock 9
+  if [ -x "$OUT" ]; then
+    echo "$OUT"
+    exit 0
+  fi
+fi
 DIR="$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "github.com/jaegertracing/jaeger@$VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')"
 if [ -z "$DIR" ] || [ ! -d "$DIR" ]; then
   echo "fetch-jaeger: could not download github.com/jaegertracing/jaeger@$VERSION" >&2
