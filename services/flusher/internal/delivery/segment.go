@@ -199,6 +199,7 @@ func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 		key     key
 		schema  *arrow.Schema
 		members []segMember
+		dests   map[string]bool
 	}
 	var groups []*group
 	byKey := map[key][]*group{}
@@ -209,17 +210,24 @@ func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 		for k, p := range job.parts {
 			kk := key{p.table, p.fp}
 			var g *group
+			// A segment holds one part per destination (its footer indexes
+			// each destination once), so a second flush of a destination in
+			// one group (a destination dropped with its partition's lease
+			// and claimed again while its old flush still waited for the
+			// committer) goes to another segment.
+			name := job.d.name
 			for _, c := range byKey[kk] {
-				if len(c.members) < segmentMaxDests && c.schema.Equal(p.rec.Schema()) {
+				if len(c.members) < segmentMaxDests && !c.dests[name] && c.schema.Equal(p.rec.Schema()) {
 					g = c
 					break
 				}
 			}
 			if g == nil {
-				g = &group{key: kk, schema: p.rec.Schema()}
+				g = &group{key: kk, schema: p.rec.Schema(), dests: map[string]bool{}}
 				byKey[kk] = append(byKey[kk], g)
 				groups = append(groups, g)
 			}
+			g.dests[name] = true
 			g.members = append(g.members, segMember{i, k})
 		}
 	}

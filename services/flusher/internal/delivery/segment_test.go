@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-cdc/sluice/proto"
@@ -18,6 +20,7 @@ import (
 	cfgpkg "github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
+	"github.com/sluice-cdc/sluice/shared/state"
 )
 
 // segmentFiles lists the segments in the store.
@@ -366,5 +369,45 @@ func TestSegmentEncodeFailureOfOneDestination(t *testing.T) {
 	}
 	if len(e.packed(t, "g002")) != 0 || !e.cursor(t, "g002").IsZero() || e.cursor(t, "g005").IsZero() {
 		t.Fatal("the failed destination landed, or a healthy one did not")
+	}
+}
+
+// Two flushes of one destination in one group commit (the destination was
+// dropped with its partition's lease and claimed again while its old flush
+// still waited for the committer) go to two segments: a segment's footer
+// indexes each destination once, and one segment holding both failed to
+// encode, sending the whole group down the one-destination path.
+func TestGroupSegmentsOnePartPerDestination(t *testing.T) {
+	e := newEnv(t, nil)
+	m, err := New(e.cfg, Deps{JS: e.js, Pool: e.pool, Store: e.store,
+		Cursors: state.NewCursors(e.pool, e.cfg.State.Schema), Leases: state.NewLeases(e.pool, e.cfg.State.Schema),
+		Metrics: prometheus.NewRegistry(), ID: "seg-dup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(name string, id int64) *flushJob {
+		rec := pt.Batch(memory.DefaultAllocator, []pt.Row{{ID: id, LSN: uint64(100 + id), Seq: 1}})
+		t.Cleanup(rec.Release)
+		return &flushJob{d: &dest{name: name}, parts: []resolvedPart{{table: "public.t", fp: "fp", rec: rec, rows: 1}}}
+	}
+	jobs := []*flushJob{job("a", 1), job("b", 2), job("a", 3)}
+	errs := make([]error, len(jobs))
+	segs := m.groupSegments(jobs, errs)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("flush %d failed: %v", i, err)
+		}
+	}
+	if len(segs) != 2 {
+		t.Fatalf("%d segments, want 2 (a and b in one, the second a in another)", len(segs))
+	}
+	for _, s := range segs {
+		seen := map[string]bool{}
+		for _, en := range s.entries {
+			if seen[en.Destination] {
+				t.Fatalf("segment %s holds destination %s twice", s.meta.PackID, en.Destination)
+			}
+			seen[en.Destination] = true
+		}
 	}
 }
