@@ -84,7 +84,7 @@ func TestPublishOrderAfterRefusal(t *testing.T) {
 	}
 }
 
-// The same without the Nats-Expected-Last-Msg-Id chain: must reorder.
+// The same without the Nats-Expected-Last-Sequence chain: must reorder.
 func TestPublishOrderNegativeControl(t *testing.T) {
 	if !orderScenario(t, true) {
 		t.Fatal("negative control: no reordering without the chain; the scenario no longer exercises it")

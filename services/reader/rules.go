@@ -8,7 +8,7 @@ package reader
 type rules struct {
 	// scalarMax confirms max(acked) instead of the prefix-complete LSN.
 	scalarMax bool
-	// unchained publishes without the Nats-Expected-Last-Msg-Id chain, the
+	// unchained publishes without the Nats-Expected-Last-Sequence chain, the
 	// ordering guard that keeps acks in order.
 	unchained bool
 }

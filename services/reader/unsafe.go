@@ -30,7 +30,7 @@ func unsafeRules(log *slog.Logger) rules {
 	}
 	if os.Getenv(unsafeUnchainedEnv) == "1" {
 		r.unchained = true
-		log.Warn(unsafeUnchainedEnv + "=1: the reader publishes without the Nats-Expected-Last-Msg-Id chain; for negative-control tests only")
+		log.Warn(unsafeUnchainedEnv + "=1: the reader publishes without the Nats-Expected-Last-Sequence chain; for negative-control tests only")
 	}
 	return r
 }

@@ -29,13 +29,21 @@
 // commit record straddling that point is flushed with its commit and
 // decoded within milliseconds).
 //
-// Ordering. Every message carries Nats-Expected-Last-Msg-Id of the one
-// published before it, so a rejected publish can never be overtaken by a
-// later one in the stream; any publish failure ends the session and the
-// reader restarts from the confirmed LSN. After a (re)start the pipeline
-// publishes one message at a time, unchained, until the broker stores one
-// that is not a duplicate, and only then pipelines (the replayed prefix is
-// deduplicated by id).
+// Ordering. Every message carries Nats-Expected-Last-Sequence: the stream
+// sequence the message published before it is stored at (the reader is
+// CHANGES' only publisher, so each stored message takes the next one), so a
+// rejected publish can never be overtaken by a later one in the stream;
+// any publish failure ends the session and the reader restarts from the
+// confirmed LSN. After a (re)start the pipeline publishes one message at a
+// time, unchained, until the broker stores one that is not a duplicate (its
+// ack's sequence starts the chain), and only then pipelines (the replayed
+// prefix is deduplicated by id). The chain is on the sequence, not on the
+// previous message's id (Nats-Expected-Last-Msg-Id): a replicated stream's
+// leader checks the expected sequence before it proposes the message, but
+// nats-server v2.15.3 checks the expected id again on every replica as it
+// applies the entry, and a mismatch there (a chained publish lost in a
+// leader change) is a write error on every node that leaves the stream
+// without a leader (test/kit TestNATSLastMsgIDMismatchWedgesStream).
 //
 // Files: stream.go is the session and its receive loop, handle.go the
 // dispatch of pgoutput messages, relation.go relation messages (schema

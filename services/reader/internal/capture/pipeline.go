@@ -39,8 +39,10 @@ type Pipeline struct {
 	ackWait time.Duration
 	onAck   func(o Out, d time.Duration)
 
-	lastID  string // id of the last message sent, for the chain
-	chained bool   // false until a non-duplicate store after (re)start
+	// lastSeq is the stream sequence the last message sent will be stored
+	// at (the chain: the next message expects it as the stream's last).
+	lastSeq uint64
+	chained bool // false until a non-duplicate store after (re)start
 	// noChain switches the ordering guard off (tests' negative control).
 	noChain bool
 
@@ -100,7 +102,7 @@ func (p *Pipeline) Acquire(ctx context.Context, wait time.Duration) (bool, error
 func (p *Pipeline) Send(ctx context.Context, o Out) error {
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(o.ID)}
 	if p.chained && !p.noChain {
-		opts = append(opts, jetstream.WithExpectLastMsgID(p.lastID))
+		opts = append(opts, jetstream.WithExpectLastSequence(p.lastSeq))
 	}
 	tk := p.tracker.Add(uint64(o.Through))
 	start := time.Now()
@@ -112,18 +114,24 @@ func (p *Pipeline) Send(ctx context.Context, o Out) error {
 		p.fail(err)
 		return err
 	}
-	p.lastID = o.ID
 	if !p.chained {
-		// Catch-up: one at a time until the broker stores a new message.
-		dup, err := p.await(ctx, fut, tk, o, start)
+		// Catch-up: one at a time until the broker stores a new message;
+		// its sequence starts the chain.
+		ack, err := p.await(ctx, fut, tk, o, start)
 		if err != nil {
 			return err
 		}
-		if !dup {
-			p.chained = true
+		if !ack.Duplicate {
+			p.chained, p.lastSeq = true, ack.Sequence
 		}
 		return nil
 	}
+	// The reader is CHANGES' only publisher, so a stored message takes the
+	// next sequence; a message refused, lost or deduplicated leaves the
+	// stream's last sequence below what the next one expects, and the next
+	// one is refused in turn (the session ends and restarts from the
+	// confirmed LSN).
+	p.lastSeq++
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -132,7 +140,7 @@ func (p *Pipeline) Send(ctx context.Context, o Out) error {
 	return nil
 }
 
-func (p *Pipeline) await(ctx context.Context, fut jetstream.PubAckFuture, tk confirm.Ticket, o Out, start time.Time) (dup bool, err error) {
+func (p *Pipeline) await(ctx context.Context, fut jetstream.PubAckFuture, tk confirm.Ticket, o Out, start time.Time) (ack *jetstream.PubAck, err error) {
 	defer func() { <-p.sem }()
 	t := time.NewTimer(p.ackWait)
 	defer t.Stop()
@@ -142,11 +150,11 @@ func (p *Pipeline) await(ctx context.Context, fut jetstream.PubAckFuture, tk con
 			err = fmt.Errorf("%w: message %s: %w", ErrPublish, o.ID, err)
 			p.fail(err)
 			p.endSpan(o, err)
-			return false, err
+			return nil, err
 		}
 		p.onAck(o, time.Since(start))
 		p.endSpan(o, nil)
-		return ack.Duplicate, nil
+		return ack, nil
 	case err = <-fut.Err():
 		err = fmt.Errorf("%w: message %s: %w", ErrPublish, o.ID, err)
 	case <-t.C:
@@ -156,7 +164,7 @@ func (p *Pipeline) await(ctx context.Context, fut jetstream.PubAckFuture, tk con
 	}
 	p.fail(err)
 	p.endSpan(o, err)
-	return false, err
+	return nil, err
 }
 
 func (p *Pipeline) endSpan(o Out, err error) {
