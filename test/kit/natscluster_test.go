@@ -1,13 +1,13 @@
 package kit
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -100,114 +100,195 @@ func TestChaosWaitsForHealthyCluster(t *testing.T) {
 	}
 }
 
-// TestNATSCatchupLastMsgID reproduces a nats-server defect the cluster
-// soak met, and its remedy. A follower that is down while the leader
-// snapshots its log (here forced by more than 8 MB of messages) catches
-// up from the snapshot on restart: processCatchupMsg stores the messages
-// but does not update the stream's last message id. The next publish that
-// names the last id (Nats-Expected-Last-Msg-Id, the reader's chain)
-// succeeds on the leader and the other follower, and fails on that
-// replica, which stops applying ("critical write error: last msgid
-// mismatch") and fails its health check from then on: the stream runs on
-// two of three replicas, and the next node loss takes its quorum. A
-// restart of the node heals it: the server rebuilds the last id from its
-// store. The test fails when a nats-server upgrade stops showing the
-// defect (then the chaos's repair, and the remedy in docs/scaling.md, can
-// go).
+// TestNATSCatchupLastMsgID looks for a nats-server defect the cluster soak
+// met: a restarted node's stream replica that stops applying the reader's
+// chained publishes ("critical write error: last msgid mismatch") and
+// fails its health check from then on, so the stream runs on two of three
+// replicas and the next node loss takes its quorum. Its cause, as far as
+// the code shows (server/jetstream_cluster.go, v2.15.3): processCatchupMsg,
+// which stores the messages a replica catches up from a snapshot, does not
+// update the stream's last message id, and a follower checks
+// Nats-Expected-Last-Msg-Id when it applies an entry. The test publishes
+// as the reader does (pipelined, each message naming the one before it;
+// after a failure one at a time, unchained, until the broker stores a new
+// one) while the stream leader is killed (kill -9) and restarted, three
+// times, and reports each restarted node's health. Where a node shows the
+// defect it checks the remedy the chaos applies (Chaos.repair): a restart
+// of that node, after which it is healthy and applies chained publishes.
+// It does not fail when the defect does not show: it depends on timing
+// (the soak met it in 4 of 6 runs).
 func TestNATSCatchupLastMsgID(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, js, s := startNATSCluster(t, ctx)
-	leader, err := c.WaitLeader(ctx, "T", nil, 30*time.Second)
-	if err != nil {
+	c, js, _ := startNATSCluster(t, ctx)
+	pub := &chainPublisher{js: js}
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- pub.run(pctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	var broken []*Proc
+	for round := range 3 {
+		leader, err := c.WaitLeader(ctx, "T", nil, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leader.Kill()
+		time.Sleep(time.Duration(2+round*3) * time.Second) // down for 2, 5, 8 s
+		if err := leader.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err = c.WaitHealthy(ctx, 30*time.Second)
+		mismatch := leader.Grep("last msgid mismatch")
+		t.Logf("round %d: %s killed and restarted; publisher: %v; health: %v; last msgid mismatch in its log: %d lines", round, leader.Name, pub, err, len(mismatch))
+		if len(mismatch) > 0 {
+			t.Logf("FINDING (nats-server): %s", mismatch[0])
+			broken = append(broken, leader)
+			break
+		}
+	}
+	if len(broken) == 0 {
+		t.Logf("the defect did not show in this run")
+		return
+	}
+	n := broken[0]
+	if err := n.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var f int // the follower
-	for i, n := range c.Nodes {
-		if n != leader {
-			f = i
-		}
-	}
-	follower := c.Nodes[f]
-	last, seq := "", 0
-	publish := func(n int, size int) {
-		t.Helper()
-		body := bytes.Repeat([]byte("x"), size)
-		for range n {
-			seq++
-			id := fmt.Sprintf("m%d", seq)
-			opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
-			if last != "" {
-				opts = append(opts, jetstream.WithExpectLastMsgID(last))
-			}
-			if _, err := js.Publish(ctx, "t.a", body, opts...); err != nil {
-				t.Fatalf("publishing %s after %s: %v", id, last, err)
-			}
-			last = id
-		}
-	}
-	publish(5, 10)
-	follower.Kill()
-	// Past compactSizeMin (8 MB) the leader snapshots and compacts its log:
-	// the follower can then only catch up from the snapshot.
-	snaps := filepath.Join(leader.Dir, leader.Name) // its store_dir
-	publish(100, 100<<10)
-	deadline := time.Now().Add(time.Minute)
-	for !hasSnapshot(snaps) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the leader %s wrote no stream snapshot under %s", leader.Name, snaps)
-		}
-		publish(1, 100<<10)
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err := follower.Start(ctx); err != nil {
+	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitHealthy(ctx, time.Minute); err != nil {
-		t.Fatalf("the follower did not catch up: %v", err)
+		t.Fatalf("after the restart of %s: %v", n.Name, err)
 	}
-	publish(3, 10) // chained on the last id
-	broken := ""
-	deadline = time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && broken == "" {
-		if h := c.Health(ctx, f); h != "" && len(follower.Grep("last msgid mismatch")) > 0 {
-			broken = h
-		}
-		time.Sleep(250 * time.Millisecond)
+	before := pub.stored.Load()
+	time.Sleep(3 * time.Second)
+	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil || pub.stored.Load() == before {
+		t.Fatalf("after the restart of %s: health %v, %d messages stored since", n.Name, err, pub.stored.Load()-before)
 	}
-	if broken == "" {
-		t.Fatalf("nats-server no longer shows the catch-up defect (%s caught up from a snapshot and applies chained publishes): remove Chaos.repair and the remedy in docs/scaling.md; its log:\n%s", follower.Name, strings.Join(append(follower.Grep("atchup"), follower.Grep("napshot")...), "\n"))
-	}
-	t.Logf("FINDING (nats-server): %s after catching up from a snapshot: %s; log: %s", follower.Name, broken, follower.Grep("last msgid mismatch")[0])
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("stream T: %d messages, replicas %s", info.State.Msgs, replicas(info))
-
-	// The remedy: restart the node.
-	if err := follower.Stop(30 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := follower.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitHealthy(ctx, time.Minute); err != nil {
-		t.Fatalf("after its restart: %v", err)
-	}
-	publish(3, 10)
-	time.Sleep(2 * time.Second) // let the follower apply them: a broken replica fails its health check
-	if h := c.Health(ctx, f); h != "" {
-		t.Fatalf("%s still broken after its restart: %s", follower.Name, h)
-	}
-	t.Logf("REMEDY: %s healthy and applying chained publishes after its restart", follower.Name)
+	t.Logf("REMEDY: %s healthy and applying chained publishes after its restart (%d stored since)", n.Name, pub.stored.Load()-before)
 }
 
-// hasSnapshot reports whether a stream Raft group under dir wrote a
-// snapshot file.
-func hasSnapshot(dir string) bool {
-	m, _ := filepath.Glob(filepath.Join(dir, "jetstream", "$SYS", "_js_", "S-*", "snapshots", "*"))
-	return len(m) > 0
+// chainPublisher publishes to T as the reader publishes to CHANGES:
+// pipelined, each message naming the one sent before it
+// (Nats-Expected-Last-Msg-Id); after any failure it waits out what is in
+// flight and sends from the first unacked message one at a time,
+// unchained, until the broker stores one that is not a duplicate.
+type chainPublisher struct {
+	js       jetstream.JetStream
+	stored   atomic.Int64
+	failures atomic.Int64
+	mu       sync.Mutex
+	lastErr  error
+}
+
+func (p *chainPublisher) fail(err error) {
+	p.failures.Add(1)
+	p.mu.Lock()
+	p.lastErr = err
+	p.mu.Unlock()
+}
+
+func (p *chainPublisher) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprintf("%d stored, %d publish failures (last: %v)", p.stored.Load(), p.failures.Load(), p.lastErr)
+}
+
+func (p *chainPublisher) run(ctx context.Context) error {
+	next := 0 // the first message not known to be stored
+	for ctx.Err() == nil {
+		// Catch up: one at a time, unchained.
+		for ctx.Err() == nil {
+			id := fmt.Sprintf("m%d", next)
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			ack, err := p.js.Publish(actx, "t.a", []byte(id), jetstream.WithMsgID(id))
+			cancel()
+			if err != nil {
+				p.fail(err)
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			next++
+			p.stored.Add(1)
+			if !ack.Duplicate {
+				break
+			}
+		}
+		// Chained, 32 in flight.
+		type sent struct {
+			seq int
+			fut jetstream.PubAckFuture
+		}
+		var inflight []sent
+		failed := false
+		last := fmt.Sprintf("m%d", next-1)
+		seq := next
+		for ctx.Err() == nil && !failed {
+			id := fmt.Sprintf("m%d", seq)
+			fut, err := p.js.PublishAsync("t.a", []byte(id), jetstream.WithMsgID(id), jetstream.WithExpectLastMsgID(last))
+			if err != nil {
+				p.fail(err)
+				failed = true
+				break
+			}
+			last = id
+			seq++
+			inflight = append(inflight, sent{seq - 1, fut})
+			// Settle what has been answered; block only at 32 in flight.
+			for len(inflight) > 0 && !failed {
+				f := inflight[0]
+				timeout := time.Duration(0)
+				if len(inflight) >= 32 {
+					timeout = 5 * time.Second
+				}
+				select {
+				case <-f.fut.Ok():
+					next = f.seq + 1
+					p.stored.Add(1)
+					inflight = inflight[1:]
+					continue
+				case err := <-f.fut.Err():
+					p.fail(err)
+					failed = true
+				case <-ctx.Done():
+					return nil
+				case <-after(timeout):
+					if timeout > 0 {
+						p.fail(errors.New("no ack within 5s"))
+						failed = true
+					}
+				}
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		for _, s := range inflight { // wait them out; what was stored is deduplicated on resend
+			select {
+			case <-s.fut.Ok():
+			case <-s.fut.Err():
+			case <-time.After(5 * time.Second):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// after is time.After, or a closed channel for 0 (a poll).
+func after(d time.Duration) <-chan time.Time {
+	if d == 0 {
+		c := make(chan time.Time)
+		close(c)
+		return c
+	}
+	return time.After(d)
 }
 
 func replicas(info *jetstream.StreamInfo) string {
