@@ -126,8 +126,8 @@ func TestSoakMultiProcess(t *testing.T) {
 // serves before its replicas have caught up, and faulting another one then
 // left a stream one current replica, no quorum, and the services that
 // restarted in that window could not provision their streams. A node that
-// stays unhealthy (the nats-server catch-up defect, see
-// kit.TestNATSCatchupLastMsgID) is restarted, and the summary counts it.
+// stays unhealthy (the nats-server catch-up defect, see kit.Chaos.repair)
+// is restarted, and the summary counts it.
 func TestSoakCluster(t *testing.T) {
 	if os.Getenv("SLUICE_SOAK_DURATION") == "" {
 		t.Skip("the cluster soak runs with SLUICE_SOAK_DURATION (make soak)")

@@ -313,17 +313,21 @@ func (c *Chaos) nodeFault(r *rand.Rand, st *ChaosStats, wg *sync.WaitGroup, rest
 }
 
 // repair restarts a node that has failed its full health check for
-// RepairAfter while running and not stalled. nats-server v2.15.3 leaves a
-// stream replica that caught up from a snapshot with a stale last message
-// id; the reader's next chained publish (Nats-Expected-Last-Msg-Id) then
-// fails on that replica only, which stops applying ("critical write error:
-// last msgid mismatch") until its server restarts and rebuilds the id from
-// its store (TestNATSCatchupLastMsgID). Restarting it is the operator's
-// remedy (docs/scaling.md); the chaos applies it so that the next fault
-// meets three current replicas.
+// RepairAfter while running and not stalled (TestChaosRepairsUnhealthyNode).
+// nats-server v2.15.3 can leave a restarted node's stream replica broken:
+// its catch-up (processCatchupMsg) stores messages without updating the
+// stream's last message id, the reader's next chained publish
+// (Nats-Expected-Last-Msg-Id) then fails on that replica only, and it stops
+// applying ("critical write error: last msgid mismatch") until its server
+// restarts and rebuilds the id from its store. Restarting the node is the
+// operator's remedy (docs/scaling.md); the chaos applies it so that the
+// next fault meets three current replicas.
 func (c *Chaos) repair(st *ChaosStats, restart func(*Proc)) {
 	if c.stalled.Load() {
 		return
+	}
+	if c.unhealthy == nil {
+		c.unhealthy = map[*Proc]time.Time{}
 	}
 	for i, n := range c.NATSCluster.Nodes {
 		if !n.Running() {
@@ -345,6 +349,7 @@ func (c *Chaos) repair(st *ChaosStats, restart func(*Proc)) {
 		}
 		delete(c.unhealthy, n)
 		c.Log("chaos: %s has failed its health check for %s (%s): restarting it", n.Name, time.Since(since).Round(time.Second), h)
+		_ = n.Signal(syscall.SIGCONT) // a stopped process cannot handle SIGTERM
 		if err := n.Stop(30 * time.Second); err != nil {
 			c.Log("chaos: stopping %s: %v", n.Name, err)
 		}

@@ -2,12 +2,10 @@ package kit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -100,195 +98,45 @@ func TestChaosWaitsForHealthyCluster(t *testing.T) {
 	}
 }
 
-// TestNATSCatchupLastMsgID looks for a nats-server defect the cluster soak
-// met: a restarted node's stream replica that stops applying the reader's
-// chained publishes ("critical write error: last msgid mismatch") and
-// fails its health check from then on, so the stream runs on two of three
-// replicas and the next node loss takes its quorum. Its cause, as far as
-// the code shows (server/jetstream_cluster.go, v2.15.3): processCatchupMsg,
-// which stores the messages a replica catches up from a snapshot, does not
-// update the stream's last message id, and a follower checks
-// Nats-Expected-Last-Msg-Id when it applies an entry. The test publishes
-// as the reader does (pipelined, each message naming the one before it;
-// after a failure one at a time, unchained, until the broker stores a new
-// one) while the stream leader is killed (kill -9) and restarted, three
-// times, and reports each restarted node's health. Where a node shows the
-// defect it checks the remedy the chaos applies (Chaos.repair): a restart
-// of that node, after which it is healthy and applies chained publishes.
-// It does not fail when the defect does not show: it depends on timing
-// (the soak met it in 4 of 6 runs).
-func TestNATSCatchupLastMsgID(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+// TestChaosRepairsUnhealthyNode: a node that runs, is not stalled by the
+// chaos and fails its full health check for RepairAfter is restarted (the
+// remedy for a stream replica nats-server left broken, Chaos.repair), once,
+// and is healthy again after it; a node that has just turned unhealthy is
+// left alone.
+func TestChaosRepairsUnhealthyNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, js, _ := startNATSCluster(t, ctx)
-	pub := &chainPublisher{js: js}
-	pctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- pub.run(pctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	time.Sleep(2 * time.Second)
-	var broken []*Proc
-	for round := range 3 {
-		leader, err := c.WaitLeader(ctx, "T", nil, 30*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leader.Kill()
-		time.Sleep(time.Duration(2+round*3) * time.Second) // down for 2, 5, 8 s
-		if err := leader.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		err = c.WaitHealthy(ctx, 30*time.Second)
-		mismatch := leader.Grep("last msgid mismatch")
-		t.Logf("round %d: %s killed and restarted; publisher: %v; health: %v; last msgid mismatch in its log: %d lines", round, leader.Name, pub, err, len(mismatch))
-		if len(mismatch) > 0 {
-			t.Logf("FINDING (nats-server): %s", mismatch[0])
-			broken = append(broken, leader)
-			break
-		}
-	}
-	if len(broken) == 0 {
-		t.Logf("the defect did not show in this run")
-		return
-	}
-	n := broken[0]
-	if err := n.Stop(30 * time.Second); err != nil {
+	c, _, _ := startNATSCluster(t, ctx)
+	sick := c.Nodes[1]
+	if err := sick.Signal(syscall.SIGSTOP); err != nil { // a node that answers nothing: unhealthy
 		t.Fatal(err)
 	}
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
+	defer sick.Signal(syscall.SIGCONT)
+	ch := &Chaos{NATSCluster: c, RepairAfter: time.Second, Log: t.Logf}
+	st := ChaosStats{Kills: map[string]int{}}
+	var restarted []*Proc
+	restart := func(p *Proc) {
+		restarted = append(restarted, p)
+		if err := p.Start(ctx); err != nil {
+			t.Errorf("restarting %s: %v", p.Name, err)
+		}
+	}
+	ch.repair(&st, restart)
+	if st.NATSRepairs != 0 || len(restarted) != 0 {
+		t.Fatalf("a node just found unhealthy was restarted: %+v", st)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	ch.repair(&st, restart)
+	if st.NATSRepairs != 1 || len(restarted) != 1 || restarted[0] != sick {
+		t.Fatalf("after RepairAfter: repairs %d, restarted %v; want %s once", st.NATSRepairs, restarted, sick.Name)
 	}
 	if err := c.WaitHealthy(ctx, time.Minute); err != nil {
-		t.Fatalf("after the restart of %s: %v", n.Name, err)
+		t.Fatal(err)
 	}
-	before := pub.stored.Load()
-	time.Sleep(3 * time.Second)
-	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil || pub.stored.Load() == before {
-		t.Fatalf("after the restart of %s: health %v, %d messages stored since", n.Name, err, pub.stored.Load()-before)
+	ch.repair(&st, restart)
+	if st.NATSRepairs != 1 {
+		t.Errorf("a healthy cluster was repaired again: %+v", st)
 	}
-	t.Logf("REMEDY: %s healthy and applying chained publishes after its restart (%d stored since)", n.Name, pub.stored.Load()-before)
-}
-
-// chainPublisher publishes to T as the reader publishes to CHANGES:
-// pipelined, each message naming the one sent before it
-// (Nats-Expected-Last-Msg-Id); after any failure it waits out what is in
-// flight and sends from the first unacked message one at a time,
-// unchained, until the broker stores one that is not a duplicate.
-type chainPublisher struct {
-	js       jetstream.JetStream
-	stored   atomic.Int64
-	failures atomic.Int64
-	mu       sync.Mutex
-	lastErr  error
-}
-
-func (p *chainPublisher) fail(err error) {
-	p.failures.Add(1)
-	p.mu.Lock()
-	p.lastErr = err
-	p.mu.Unlock()
-}
-
-func (p *chainPublisher) String() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return fmt.Sprintf("%d stored, %d publish failures (last: %v)", p.stored.Load(), p.failures.Load(), p.lastErr)
-}
-
-func (p *chainPublisher) run(ctx context.Context) error {
-	next := 0 // the first message not known to be stored
-	for ctx.Err() == nil {
-		// Catch up: one at a time, unchained.
-		for ctx.Err() == nil {
-			id := fmt.Sprintf("m%d", next)
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			ack, err := p.js.Publish(actx, "t.a", []byte(id), jetstream.WithMsgID(id))
-			cancel()
-			if err != nil {
-				p.fail(err)
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			next++
-			p.stored.Add(1)
-			if !ack.Duplicate {
-				break
-			}
-		}
-		// Chained, 32 in flight.
-		type sent struct {
-			seq int
-			fut jetstream.PubAckFuture
-		}
-		var inflight []sent
-		failed := false
-		last := fmt.Sprintf("m%d", next-1)
-		seq := next
-		for ctx.Err() == nil && !failed {
-			id := fmt.Sprintf("m%d", seq)
-			fut, err := p.js.PublishAsync("t.a", []byte(id), jetstream.WithMsgID(id), jetstream.WithExpectLastMsgID(last))
-			if err != nil {
-				p.fail(err)
-				failed = true
-				break
-			}
-			last = id
-			seq++
-			inflight = append(inflight, sent{seq - 1, fut})
-			// Settle what has been answered; block only at 32 in flight.
-			for len(inflight) > 0 && !failed {
-				f := inflight[0]
-				timeout := time.Duration(0)
-				if len(inflight) >= 32 {
-					timeout = 5 * time.Second
-				}
-				select {
-				case <-f.fut.Ok():
-					next = f.seq + 1
-					p.stored.Add(1)
-					inflight = inflight[1:]
-					continue
-				case err := <-f.fut.Err():
-					p.fail(err)
-					failed = true
-				case <-ctx.Done():
-					return nil
-				case <-after(timeout):
-					if timeout > 0 {
-						p.fail(errors.New("no ack within 5s"))
-						failed = true
-					}
-				}
-				break
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		for _, s := range inflight { // wait them out; what was stored is deduplicated on resend
-			select {
-			case <-s.fut.Ok():
-			case <-s.fut.Err():
-			case <-time.After(5 * time.Second):
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
-	return nil
-}
-
-// after is time.After, or a closed channel for 0 (a poll).
-func after(d time.Duration) <-chan time.Time {
-	if d == 0 {
-		c := make(chan time.Time)
-		close(c)
-		return c
-	}
-	return time.After(d)
 }
 
 func replicas(info *jetstream.StreamInfo) string {
