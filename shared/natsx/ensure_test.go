@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/config"
 )
 
 // TestEnsureStreamsLeavesUnchanged: provisioning streams that already have
@@ -134,5 +136,34 @@ func TestEnsureStreamsWaitsForJetStream(t *testing.T) {
 		}
 		t.Logf("no server: %v", err)
 		nc.Close()
+	}
+}
+
+// TestSameStreamConfig: every field StreamConfigs sets is compared, also
+// one it does not set today; limits of 0 and -1 are both unlimited.
+func TestSameStreamConfig(t *testing.T) {
+	want := StreamConfigs(config.Default())[0]
+	have := want
+	have.MaxMsgs, have.MaxConsumers = -1, -1 // server defaults for fields left zero
+	if !sameStreamConfig(have, want) {
+		t.Fatal("the same configuration compares different")
+	}
+	for name, change := range map[string]func(*jetstream.StreamConfig){
+		"max_age":     func(c *jetstream.StreamConfig) { c.MaxAge++ },
+		"subjects":    func(c *jetstream.StreamConfig) { c.Subjects = []string{"other.>"} },
+		"replicas":    func(c *jetstream.StreamConfig) { c.Replicas = 3 },
+		"compression": func(c *jetstream.StreamConfig) { c.Compression = jetstream.S2Compression },
+		"max_bytes":   func(c *jetstream.StreamConfig) { c.MaxBytes = 1 << 20 },
+	} {
+		w := want
+		change(&w)
+		if sameStreamConfig(have, w) {
+			t.Errorf("%s: a changed configuration compares the same", name)
+		}
+	}
+	w, h := want, have
+	w.MaxBytes, h.MaxBytes = 0, -1
+	if !sameStreamConfig(h, w) {
+		t.Error("max_bytes 0 (unlimited) and the server's -1 compare different")
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"reflect"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -127,19 +127,27 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	return err
 }
 
-// sameStreamConfig compares the fields StreamConfigs sets (the server
-// stores a limit of 0 as -1, unlimited).
+// sameStreamConfig reports whether the server's configuration have already
+// has every field StreamConfigs sets in want (a field want leaves zero
+// takes the server's default, which is not compared; a limit of 0 or
+// less is the server's -1, unlimited). It compares by reflection so that a
+// field StreamConfigs sets later is compared without a change here.
 func sameStreamConfig(have, want jetstream.StreamConfig) bool {
-	if have.MaxBytes <= 0 && want.MaxBytes <= 0 {
-		have.MaxBytes, want.MaxBytes = -1, -1
+	for _, p := range []struct{ h, w *int64 }{{&have.MaxBytes, &want.MaxBytes}, {&have.MaxMsgs, &want.MaxMsgs}} {
+		if *p.h <= 0 && *p.w <= 0 {
+			*p.h, *p.w = -1, -1
+		}
 	}
 	if have.MaxMsgSize <= 0 && want.MaxMsgSize <= 0 {
 		have.MaxMsgSize, want.MaxMsgSize = -1, -1
 	}
-	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
-		have.Storage == want.Storage && have.Replicas == want.Replicas && have.Retention == want.Retention &&
-		have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes && have.MaxMsgs == want.MaxMsgs &&
-		have.Discard == want.Discard && have.Duplicates == want.Duplicates && have.MaxMsgSize == want.MaxMsgSize
+	hv, wv := reflect.ValueOf(have), reflect.ValueOf(want)
+	for i := range wv.NumField() {
+		if w := wv.Field(i); !w.IsZero() && !reflect.DeepEqual(hv.Field(i).Interface(), w.Interface()) {
+			return false
+		}
+	}
+	return true
 }
 
 // streamUnavailable reports whether err says JetStream did not answer in
