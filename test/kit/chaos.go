@@ -323,11 +323,12 @@ func (c *Chaos) nodeFault(r *rand.Rand, st *ChaosStats, wg *sync.WaitGroup, rest
 // operator's remedy (docs/scaling.md); the chaos applies it so that the
 // next fault meets three current replicas.
 func (c *Chaos) repair(st *ChaosStats, restart func(*Proc)) {
-	if c.stalled.Load() {
-		return
-	}
 	if c.unhealthy == nil {
 		c.unhealthy = map[*Proc]time.Time{}
+	}
+	if c.stalled.Load() {
+		clear(c.unhealthy) // a stall makes the other nodes unhealthy too: start over after it
+		return
 	}
 	for i, n := range c.NATSCluster.Nodes {
 		if !n.Running() {
