@@ -66,6 +66,14 @@ func TestChaosWaitsForHealthyCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sick.Signal(syscall.SIGCONT)
+			// The premise: the stopped node fails its health check (polled:
+			// the stop lands asynchronously).
+			for polls := 1; c.Health(ctx, 2) == ""; polls++ {
+				if polls == 20 {
+					t.Fatalf("%s still passes its health check after SIGSTOP", sick.Name)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 			ch := &Chaos{NATSCluster: c, UnsafeNoHealthGate: unsafe, Log: t.Logf}
 			st := ChaosStats{Kills: map[string]int{}}
 			var wg sync.WaitGroup
