@@ -172,8 +172,23 @@ func natsFaults(t *testing.T, ctx context.Context, c *kit.Cluster) {
 		t.Fatalf("restarting %s: %v", leader.Name, err)
 	}
 	t.Logf("NATS fault: %s restarted (serving, current with the meta leader) %s after its kill", leader.Name, time.Since(killed).Round(10*time.Millisecond))
-	if err := c.NATSC.WaitHealthy(ctx, time.Minute); err != nil {
-		t.Fatalf("after the restart of %s: %v", leader.Name, err)
+	if err := c.NATSC.WaitHealthy(ctx, 45*time.Second); err != nil {
+		// The nats-server catch-up defect (docs/scaling.md) leaves the
+		// restarted node's replica broken until its next restart: the
+		// operator's remedy, applied here as the soak's chaos applies it.
+		if l := leader.Grep("last msgid mismatch"); len(l) > 0 {
+			t.Logf("FINDING (nats-server catch-up defect): %s: %s; restarting it", leader.Name, l[0])
+			if err := leader.Stop(30 * time.Second); err != nil {
+				t.Logf("stopping %s: %v", leader.Name, err)
+			}
+			if err := leader.Start(ctx); err != nil {
+				t.Fatalf("restarting %s: %v", leader.Name, err)
+			}
+			err = c.NATSC.WaitHealthy(ctx, 45*time.Second)
+		}
+		if err != nil {
+			t.Fatalf("after the restart of %s: %v", leader.Name, err)
+		}
 	}
 	t.Logf("NATS fault: every node healthy (every stream and consumer replica current) %s after the kill", time.Since(killed).Round(10*time.Millisecond))
 	var stalled *kit.Proc
