@@ -157,3 +157,40 @@ func replicas(info *jetstream.StreamInfo) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// TestNATSLastMsgIDMismatchWedgesStream reproduces the nats-server
+// (v2.15.3) defect that stopped the cluster soak's CHANGES stream: on a
+// replicated stream the Nats-Expected-Last-Msg-Id check runs when each
+// replica applies the entry, not before the leader proposes it (as the
+// expected-last-sequence check does), and its failure is a "critical write
+// error" there. One publish naming a stale last id, a rejection a single
+// server answers with an error and nothing else, stops every replica from
+// applying the stream; restarting a node replays the same entry and fails
+// again. The reader's chain breaks that way whenever a chained publish is
+// lost in a leader change while the next one reaches the new leader. The
+// test fails once nats-server rejects the publish without wedging the
+// stream (then the cluster soak can chain on the last id again).
+func TestNATSLastMsgIDMismatchWedgesStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, js, s := startNATSCluster(t, ctx)
+	if _, err := js.Publish(ctx, "t.a", []byte("1"), jetstream.WithMsgID("m1")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := js.Publish(ctx, "t.a", []byte("2"), jetstream.WithMsgID("m2"), jetstream.WithExpectLastMsgID("not-m1"))
+	t.Logf("publish naming a stale last id: %v", err)
+	if err := c.WaitHealthy(ctx, 10*time.Second); err == nil {
+		t.Fatalf("the stream stayed healthy after a last-msg-id mismatch: nats-server no longer wedges it")
+	} else {
+		t.Logf("FINDING (nats-server): %v", err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = js.Publish(pctx, "t.a", []byte("3"), jetstream.WithMsgID("m3"))
+	pcancel()
+	info, ierr := s.Info(ctx)
+	if ierr == nil {
+		t.Logf("a plain publish after it: %v; stream T: %d messages, %s", err, info.State.Msgs, replicas(info))
+	} else {
+		t.Logf("a plain publish after it: %v; stream info: %v", err, ierr)
+	}
+}
