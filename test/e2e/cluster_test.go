@@ -41,16 +41,14 @@ func natsCluster(t testing.TB, dir string, src kit.Source, s kit.Settings) (kit.
 //     that JetStream has no quorum; then the nodes come back and every
 //     stream answers again.
 //
-// FINDING (nats-server v2.15.3, server/jetstream_cluster.go
-// processCatchupMsg): a catch-up stores messages without updating the
-// stream's last msg id, and a follower checks Nats-Expected-Last-Msg-Id
-// (the reader's publish chain) when it applies an entry, so a node that
-// catches up while the reader publishes stops applying CHANGES ("critical
-// write error: last msgid mismatch") and stays unhealthy; CHANGES runs on
-// the other two replicas. After a later quorum loss the router's consumer
-// can be led from that node, which sees no new messages (num_pending 0):
-// the pipeline stops and natsx.Trim, trusting num_pending, purges CHANGES
-// messages the router never read. The test logs both (FINDING lines).
+// FINDINGS (nats-server v2.15.3; docs/scaling.md): every replica checks
+// Nats-Expected-Last-Msg-Id (the reader's publish chain) when it applies
+// an entry, and a mismatch is a critical write error there: one chained
+// publish naming a stale id wedges CHANGES on every node (test/kit
+// TestNATSLastMsgIDMismatchWedgesStream); and a replica that caught up
+// from a snapshot may keep a stale last id (processCatchupMsg), failing
+// the next chained publish on its own. The test logs what it meets
+// (FINDING lines) and restarts a node left broken after phase 1's kill.
 func TestOracleCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
