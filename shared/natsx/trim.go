@@ -65,14 +65,20 @@ func Trim(ctx context.Context, js jetstream.JetStream, stream string, required [
 // to exist: the negative control of TestTrimWaitsForEveryConsumer.
 var trimUnsafeAnyConsumers bool
 
-// servedCurrent reports whether a consumer's leader reads a current copy of
-// the stream, so that its "nothing pending" covers every message up to the
-// stream leader's last sequence. In a cluster the consumer's leader can be
-// a node whose copy of the stream lags (a node catching up after a restart,
-// or stalled): it then reports nothing pending for messages it has not got
-// yet, and trimming to the last sequence would purge them unread. Such a
-// consumer holds the floor at its ack floor instead until its node is
-// current. A single server (no cluster info) is always current.
+// servedCurrent reports whether a consumer's leader reads the stream
+// leader's copy of the stream, so that its "nothing pending" covers every
+// message up to the stream leader's last sequence: only a consumer led by
+// the stream leader itself. Any other node's copy can lag: a node catching
+// up after a restart, or stalled, and also a replica the stream leader
+// reports current with no lag, which counts entries in that node's Raft
+// log, not the messages the node has applied to its store (the commit
+// reaches it with the next append). Such a node's consumer reports nothing
+// pending for messages it has not stored yet, and trimming to the last
+// sequence would purge them before it delivers them. A consumer led
+// elsewhere holds the floor at its ack floor instead (so an idle partition
+// led off the stream leader holds trimming back until it is acked past,
+// moves leader, or the stream's max_age removes the messages). A single
+// server (no cluster info) is always current.
 func servedCurrent(stream, consumer *jetstream.ClusterInfo) bool {
 	if stream == nil || consumer == nil {
 		return true
@@ -83,6 +89,8 @@ func servedCurrent(stream, consumer *jetstream.ClusterInfo) bool {
 		return false
 	case leader == stream.Leader:
 		return true
+	case !trimUnsafeTrustReplicas:
+		return false
 	}
 	for _, r := range stream.Replicas {
 		if r != nil && r.Name == leader {
@@ -91,3 +99,8 @@ func servedCurrent(stream, consumer *jetstream.ClusterInfo) bool {
 	}
 	return false
 }
+
+// trimUnsafeTrustReplicas lets a consumer led by a replica the stream
+// leader reports current vouch for the last sequence: the negative control
+// of TestServedCurrent.
+var trimUnsafeTrustReplicas bool

@@ -105,30 +105,41 @@ func TestTrimNegativeControl(t *testing.T) {
 	}
 }
 
-// A consumer served by a node whose copy of the stream lags cannot vouch for
-// the messages it has not got: only a consumer led by the stream leader or
-// by a current replica lets the trim pass its ack floor (the cluster test's
-// finding: a catching-up node reported nothing pending and the trim purged
-// CHANGES messages the router never read).
+// A consumer served by a node whose copy of the stream may lag cannot vouch
+// for the messages it has not got: only a consumer led by the stream leader
+// lets the trim pass its ack floor (the cluster tests' findings: a
+// catching-up node reported nothing pending and the trim purged CHANGES
+// messages the router never read; and a replica reported current with no
+// lag counts its Raft log, not what it has applied). The negative control
+// (trimUnsafeTrustReplicas) trusts a current replica.
 func TestServedCurrent(t *testing.T) {
 	stream := &jetstream.ClusterInfo{Leader: "n1", Replicas: []*jetstream.PeerInfo{
 		{Name: "n2", Current: true}, {Name: "n3", Current: false, Lag: 40},
 	}}
-	for _, tc := range []struct {
+	cases := []struct {
 		name             string
 		stream, consumer *jetstream.ClusterInfo
-		want             bool
+		want, unsafe     bool
 	}{
-		{"single server", nil, nil, true},
-		{"led by the stream leader", stream, &jetstream.ClusterInfo{Leader: "n1"}, true},
-		{"led by a current replica", stream, &jetstream.ClusterInfo{Leader: "n2"}, true},
-		{"led by a lagging replica", stream, &jetstream.ClusterInfo{Leader: "n3"}, false},
-		{"led by an unknown node", stream, &jetstream.ClusterInfo{Leader: "n4"}, false},
-		{"no consumer leader", stream, &jetstream.ClusterInfo{}, false},
-		{"no stream leader", &jetstream.ClusterInfo{}, &jetstream.ClusterInfo{Leader: "n1"}, false},
-	} {
-		if got := servedCurrent(tc.stream, tc.consumer); got != tc.want {
-			t.Errorf("%s: servedCurrent = %v, want %v", tc.name, got, tc.want)
+		{"single server", nil, nil, true, true},
+		{"led by the stream leader", stream, &jetstream.ClusterInfo{Leader: "n1"}, true, true},
+		{"led by a current replica", stream, &jetstream.ClusterInfo{Leader: "n2"}, false, true},
+		{"led by a lagging replica", stream, &jetstream.ClusterInfo{Leader: "n3"}, false, false},
+		{"led by an unknown node", stream, &jetstream.ClusterInfo{Leader: "n4"}, false, false},
+		{"no consumer leader", stream, &jetstream.ClusterInfo{}, false, false},
+		{"no stream leader", &jetstream.ClusterInfo{}, &jetstream.ClusterInfo{Leader: "n1"}, false, false},
+	}
+	for _, unsafe := range []bool{false, true} {
+		trimUnsafeTrustReplicas = unsafe
+		for _, tc := range cases {
+			want := tc.want
+			if unsafe {
+				want = tc.unsafe
+			}
+			if got := servedCurrent(tc.stream, tc.consumer); got != want {
+				t.Errorf("%s (unsafe %v): servedCurrent = %v, want %v", tc.name, unsafe, got, want)
+			}
 		}
 	}
+	trimUnsafeTrustReplicas = false
 }

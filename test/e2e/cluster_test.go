@@ -41,16 +41,14 @@ func natsCluster(t testing.TB, dir string, src kit.Source, s kit.Settings) (kit.
 //     that JetStream has no quorum; then the nodes come back and every
 //     stream answers again.
 //
-// FINDING (nats-server v2.15.3, server/jetstream_cluster.go
-// processCatchupMsg): a catch-up stores messages without updating the
-// stream's last msg id, and a follower checks Nats-Expected-Last-Msg-Id
-// (the reader's publish chain) when it applies an entry, so a node that
-// catches up while the reader publishes stops applying CHANGES ("critical
-// write error: last msgid mismatch") and stays unhealthy; CHANGES runs on
-// the other two replicas. After a later quorum loss the router's consumer
-// can be led from that node, which sees no new messages (num_pending 0):
-// the pipeline stops and natsx.Trim, trusting num_pending, purges CHANGES
-// messages the router never read. The test logs both (FINDING lines).
+// FINDINGS (nats-server v2.15.3; docs/scaling.md): every replica checks
+// Nats-Expected-Last-Msg-Id (the reader's publish chain) when it applies
+// an entry, and a mismatch is a critical write error there: one chained
+// publish naming a stale id wedges CHANGES on every node (test/kit
+// TestNATSLastMsgIDMismatchWedgesStream); and a replica that caught up
+// from a snapshot may keep a stale last id (processCatchupMsg), failing
+// the next chained publish on its own. The test logs what it meets
+// (FINDING lines) and restarts a node left broken after phase 1's kill.
 func TestOracleCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
@@ -80,17 +78,23 @@ func TestOracleCluster(t *testing.T) {
 	dir := t.TempDir()
 	t.Cleanup(func() { artifacts(t, dir) })
 	const partitions = 24
-	p, _ := natsCluster(t, dir, wlSource(dsn), kit.Settings{Partitions: partitions})
+	// Shorter leases than the defaults: the takeover phase waits for them.
+	// Each still spans three renewals (every TTL/3) on a loaded machine.
+	l := leases{reader: 6 * time.Second, publisher: 5 * time.Second, delivery: 9 * time.Second}
+	p, _ := natsCluster(t, dir, wlSource(dsn), kit.Settings{Partitions: partitions, Env: l.env()})
 	c := p.(*kit.Cluster)
 	defer func() {
 		if err := p.Stop(); err != nil {
 			t.Errorf("stopping: %v", err)
 		}
 	}()
+	phase := phases(t)
 	if err := p.EnsureRunning(ctx); err != nil {
 		t.Fatal(err)
 	}
+	phase("start-up")
 	waitThrough(t, ctx, c, pool, 4*time.Minute) // the backfill
+	phase("backfill")
 	traffic := func(d time.Duration) <-chan error {
 		done := make(chan error, 1)
 		go func() {
@@ -112,12 +116,15 @@ func TestOracleCluster(t *testing.T) {
 	}
 	waitThrough(t, ctx, c, pool, 2*time.Minute)
 	checkShares(t, "with NATS faults", before, scrapeAll(t, ctx, c))
+	phase("1: NATS faults")
 
 	// Phase 2.
-	takeover(t, ctx, c, pool, partitions, traffic)
+	takeover(t, ctx, c, pool, partitions, l, traffic)
+	phase("2: service kills and takeover")
 
 	rep := settle(t, ctx, p, pool, dsn, g)
 	report(t, rep)
+	phase("oracle")
 	for i, n := range c.NATSC.Nodes {
 		if h := c.NATSC.Health(ctx, i); h != "" {
 			t.Logf("FINDING (nats-server): %s is not healthy: %s", n.Name, h)
@@ -128,10 +135,24 @@ func TestOracleCluster(t *testing.T) {
 	// FINDING above), JetStream after a quorum loss may not serve the
 	// router again; the phase checks what the processes say.
 	noQuorum(t, ctx, c, pool)
+	phase("3: quorum loss and recovery")
+}
+
+// phases logs how long each phase of a test took (PHASE lines), for the
+// test's budget in make test.
+func phases(t *testing.T) func(name string) {
+	start, last := time.Now(), time.Now()
+	return func(name string) {
+		t.Logf("PHASE %s: %s (%s since the pipeline started)", name, time.Since(last).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+		last = time.Now()
+	}
 }
 
 // natsFaults kills the CHANGES stream leader with kill -9, waits for a new
-// leader, restarts the node, then stalls another node for 4 s.
+// leader, restarts the node, waits until every node passes its full health
+// check (the restarted node's replicas caught up: stalling another node
+// before that would leave the streams one current replica, no quorum, and
+// this phase is not the quorum-loss one), then stalls another node for 4 s.
 func natsFaults(t *testing.T, ctx context.Context, c *kit.Cluster) {
 	t.Helper()
 	leader, err := c.NATSC.WaitLeader(ctx, proto.StreamChanges, nil, 30*time.Second)
@@ -149,6 +170,25 @@ func natsFaults(t *testing.T, ctx context.Context, c *kit.Cluster) {
 		t.Fatalf("restarting %s: %v", leader.Name, err)
 	}
 	t.Logf("NATS fault: %s restarted (serving, current with the meta leader) %s after its kill", leader.Name, time.Since(killed).Round(10*time.Millisecond))
+	if err := c.NATSC.WaitHealthy(ctx, 45*time.Second); err != nil {
+		// The nats-server catch-up defect (docs/scaling.md) leaves the
+		// restarted node's replica broken until its next restart: the
+		// operator's remedy, applied here as the soak's chaos applies it.
+		if l := leader.Grep("last msgid mismatch"); len(l) > 0 {
+			t.Logf("FINDING (nats-server catch-up defect): %s: %s; restarting it", leader.Name, l[0])
+			if err := leader.Stop(30 * time.Second); err != nil {
+				t.Logf("stopping %s: %v", leader.Name, err)
+			}
+			if err := leader.Start(ctx); err != nil {
+				t.Fatalf("restarting %s: %v", leader.Name, err)
+			}
+			err = c.NATSC.WaitHealthy(ctx, 45*time.Second)
+		}
+		if err != nil {
+			t.Fatalf("after the restart of %s: %v", leader.Name, err)
+		}
+	}
+	t.Logf("NATS fault: every node healthy (every stream and consumer replica current) %s after the kill", time.Since(killed).Round(10*time.Millisecond))
 	var stalled *kit.Proc
 	for _, n := range c.NATSC.Nodes {
 		if n != next && n != leader {

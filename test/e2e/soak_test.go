@@ -119,20 +119,27 @@ func TestSoakMultiProcess(t *testing.T) {
 // TestSoakCluster: the multi-process soak on a three-node JetStream
 // cluster (streams at replicas 3): kill -9 of random service processes,
 // of a NATS node (the CHANGES stream leader every other time) with its
-// restart, SIGSTOP/SIGCONT stalls of a node (one node faulted at a time:
-// a quorum stays up), one catalog-host kill, a Postgres crash; then the
-// oracle. Only with SLUICE_SOAK_DURATION (make soak). Two NATS node kills
-// in one run can fail it: see the nats-server FINDING of TestOracleCluster
-// (each restarted node's CHANGES replica stops applying; after the second
-// the stream has no quorum of current replicas and the services cannot
-// provision their streams at start-up).
+// restart, SIGSTOP/SIGCONT stalls of a node, one catalog-host kill, a
+// Postgres crash; then the oracle. Only with SLUICE_SOAK_DURATION (make
+// soak). One node is faulted at a time, and only while every node passes
+// its full health check (kit.Chaos.nodeFault): a node just restarted
+// serves before its replicas have caught up, and faulting another one then
+// left a stream one current replica, no quorum, and the services that
+// restarted in that window could not provision their streams. A node that
+// stays unhealthy (the nats-server catch-up defect, see kit.Chaos.repair)
+// is restarted, and the summary counts it.
 func TestSoakCluster(t *testing.T) {
 	if os.Getenv("SLUICE_SOAK_DURATION") == "" {
 		t.Skip("the cluster soak runs with SLUICE_SOAK_DURATION (make soak)")
 	}
-	rep, cs, _ := soak(t, natsCluster, func(c *kit.Chaos) { c.NATSShare = 0.3 }, extraEnv()...)
-	t.Logf("SOAK CLUSTER faults by kind: NATS node kills %d (of the stream leader %d), NATS node stalls %d, service kills %d, catalog kills %d, postgres crashes %d; rows checked %d: missing %d, duplicated %d, wrong %d, leaked %d",
-		cs.NATSNodeKills, cs.NATSLeaderKills, cs.NATSStalls, serviceKills(cs), cs.Kills["catalog"], cs.PostgresRestarts, rep.Rows, rep.Missing, rep.Duplicate, rep.Differ+rep.Phantom, rep.Leaked)
+	rep, cs, p := soak(t, natsCluster, func(c *kit.Chaos) { c.NATSShare = 0.3 }, extraEnv()...)
+	for _, n := range p.(*kit.Cluster).NATSC.Nodes {
+		if l := n.Grep("last msgid mismatch"); len(l) > 0 {
+			t.Logf("FINDING (nats-server catch-up defect, docs/scaling.md): %s: %d lines, the first: %s", n.Name, len(l), l[0])
+		}
+	}
+	t.Logf("SOAK CLUSTER faults by kind: NATS node kills %d (of the stream leader %d), NATS node stalls %d (NATS faults deferred until every node was healthy %d, restarts of a node left unhealthy %d), service kills %d, catalog kills %d, postgres crashes %d; rows checked %d: missing %d, duplicated %d, wrong %d, leaked %d",
+		cs.NATSNodeKills, cs.NATSLeaderKills, cs.NATSStalls, cs.NATSDeferred, cs.NATSRepairs, serviceKills(cs), cs.Kills["catalog"], cs.PostgresRestarts, rep.Rows, rep.Missing, rep.Duplicate, rep.Differ+rep.Phantom, rep.Leaked)
 	report(t, rep)
 }
 

@@ -140,6 +140,21 @@ func gauge(ctx context.Context, p *kit.Proc, metric string, labels ...string) fl
 	return s.Sum(metric, labels...)
 }
 
+// leases are the lease TTLs a test runs its services with.
+type leases struct{ reader, publisher, delivery time.Duration }
+
+// defaultLeases are the config's defaults.
+var defaultLeases = leases{reader: 10 * time.Second, publisher: 10 * time.Second, delivery: 15 * time.Second}
+
+// env sets them on every service process.
+func (l leases) env() []string {
+	return []string{
+		"SLUICE_READER_LEASE_TTL=" + l.reader.String(),
+		"SLUICE_PUBLISHER_LEASE_TTL=" + l.publisher.String(),
+		"SLUICE_DELIVERY_LEASE_TTL=" + l.delivery.String(),
+	}
+}
+
 // takeover kills one router, one flusher, one indexer, the active reader
 // and the publisher holding the lease while traffic flows, and checks that
 // the standby reader and publisher take over within their lease (TTL plus
@@ -147,9 +162,9 @@ func gauge(ctx context.Context, p *kit.Proc, metric string, labels ...string) fl
 // the surviving flushers own every partition within delivery.lease_ttl
 // plus its renewal and the same slack, and that the survivors do all the
 // work after the kill. A killed router's or indexer's unacked messages
-// come back after their consumer's AckWait (router 30 s, indexer 60 s):
-// the next wait is bounded by that.
-func takeover(t *testing.T, ctx context.Context, c *kit.Cluster, pool *pgxpool.Pool, partitions int, traffic func(time.Duration) <-chan error) {
+// come back after their consumer's AckWait (15 s each): the next wait is
+// bounded by that plus a loaded machine's slack.
+func takeover(t *testing.T, ctx context.Context, c *kit.Cluster, pool *pgxpool.Pool, partitions int, l leases, traffic func(time.Duration) <-chan error) {
 	t.Helper()
 	var reader, publisher *kit.Proc
 	for _, p := range c.Procs {
@@ -172,15 +187,15 @@ func takeover(t *testing.T, ctx context.Context, c *kit.Cluster, pool *pgxpool.P
 	}
 	t.Logf("kill -9 of %s, %s, router-0, flusher-0, indexer-0", reader.Name, publisher.Name)
 	standby := other(c, "reader-", reader)
-	took := waitFor(t, "the standby reader streams", 10*time.Second*4/3+10*time.Second, func() bool { return readerState(ctx, standby) == "streaming" })
-	t.Logf("TAKEOVER reader: %s streams %s after the kill (reader.lease_ttl 10s)", standby.Name, took.Round(10*time.Millisecond))
+	took := waitFor(t, "the standby reader streams", l.reader*4/3+10*time.Second, func() bool { return readerState(ctx, standby) == "streaming" })
+	t.Logf("TAKEOVER reader: %s streams %s after the kill (reader.lease_ttl %s)", standby.Name, took.Round(10*time.Millisecond), l.reader)
 	pub := other(c, "publisher-", publisher)
 	published := gauge(ctx, pub, "sluice_publisher_publishes_total")
-	took = waitFor(t, "the standby publisher publishes", 10*time.Second*4/3+10*time.Second, func() bool {
+	took = waitFor(t, "the standby publisher publishes", l.publisher*4/3+10*time.Second, func() bool {
 		return gauge(ctx, pub, "sluice_publisher_publishes_total") > published
 	})
-	t.Logf("TAKEOVER publisher: %s publishes %s after the kill (publisher.lease_ttl 10s)", pub.Name, took.Round(10*time.Millisecond))
-	took = waitFor(t, "the surviving flushers own every partition", 15*time.Second*4/3+10*time.Second, func() bool {
+	t.Logf("TAKEOVER publisher: %s publishes %s after the kill (publisher.lease_ttl %s)", pub.Name, took.Round(10*time.Millisecond), l.publisher)
+	took = waitFor(t, "the surviving flushers own every partition", l.delivery*4/3+10*time.Second, func() bool {
 		var owned float64
 		for _, p := range c.Procs {
 			if strings.HasPrefix(p.Name, "flusher-") && p.Running() {
@@ -189,13 +204,13 @@ func takeover(t *testing.T, ctx context.Context, c *kit.Cluster, pool *pgxpool.P
 		}
 		return owned == float64(partitions)
 	})
-	t.Logf("TAKEOVER flusher: flusher-1 and flusher-2 own all %d partitions %s after the kill (delivery.lease_ttl 15s)", partitions, took.Round(10*time.Millisecond))
+	t.Logf("TAKEOVER flusher: flusher-1 and flusher-2 own all %d partitions %s after the kill (delivery.lease_ttl %s)", partitions, took.Round(10*time.Millisecond), l.delivery)
 	if err := <-done; err != nil {
 		t.Fatalf("workload: %v", err)
 	}
 	settleStart := time.Now()
-	waitThrough(t, ctx, c, pool, 60*time.Second+30*time.Second)
-	t.Logf("TAKEOVER: the traffic after the kill is published %s after it ended (bound: indexer AckWait 60s + 30s)", time.Since(settleStart).Round(10*time.Millisecond))
+	waitThrough(t, ctx, c, pool, 15*time.Second+45*time.Second)
+	t.Logf("TAKEOVER: the traffic after the kill is published %s after it ended (bound: the consumers' AckWait 15s + 45s)", time.Since(settleStart).Round(10*time.Millisecond))
 	checkShares(t, "after the kills (survivors)", before, scrapeAll(t, ctx, c))
 	if err := c.EnsureRunning(ctx); err != nil {
 		t.Fatalf("restarting the killed: %v", err)

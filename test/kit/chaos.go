@@ -86,8 +86,17 @@ type Chaos struct {
 	NATS *Proc
 	// NATSCluster, when set, has one node at a time killed (kill -9, the
 	// CHANGES stream leader every other time) and restarted, or stalled
-	// (SIGSTOP for 2-6 s, then SIGCONT): a quorum always stays up.
+	// (SIGSTOP for 2-6 s, then SIGCONT): a quorum of current replicas
+	// always stays up, because a node is faulted only while every node
+	// passes its full health check (see nodeFault), and a node whose
+	// stream replica stays broken is restarted (see repair).
 	NATSCluster *NATSCluster
+	// RepairAfter is how long a running, unstalled node may fail its full
+	// health check before the chaos restarts it; default 45s.
+	RepairAfter time.Duration
+	// UnsafeNoHealthGate faults a NATS node whatever the others' health:
+	// the negative control of TestChaosWaitsForHealthyCluster.
+	UnsafeNoHealthGate bool
 	// Postgres, when set, is crashed and restarted once, halfway.
 	Postgres *Postgres
 	// Extra victims killed rarely (e.g. the catalog host).
@@ -99,16 +108,23 @@ type Chaos struct {
 	Seed  uint64
 	Log   func(format string, args ...any)
 
-	stalled atomic.Bool // a NATS node is stalled
+	stalled   atomic.Bool         // a NATS node is stalled
+	unhealthy map[*Proc]time.Time // since when a node fails its health check
 }
 
 // ChaosStats count the faults survived.
 type ChaosStats struct {
-	Kills            map[string]int // SIGKILLs per process name
-	NATSRestarts     int
-	NATSNodeKills    int // of which NATSLeaderKills killed the CHANGES leader
-	NATSLeaderKills  int
-	NATSStalls       int
+	Kills           map[string]int // SIGKILLs per process name
+	NATSRestarts    int
+	NATSNodeKills   int // of which NATSLeaderKills killed the CHANGES leader
+	NATSLeaderKills int
+	NATSStalls      int
+	// NATSDeferred counts NATS faults not applied because a node was down,
+	// stalled or not yet healthy (still catching up).
+	NATSDeferred int
+	// NATSRepairs counts restarts of a node whose stream replica stayed
+	// broken (the nats-server catch-up defect, docs/scaling.md).
+	NATSRepairs      int
 	PostgresRestarts int
 	RestartFailures  []string
 }
@@ -133,7 +149,8 @@ func (s ChaosStats) String() string {
 	}
 	nodes := ""
 	if s.NATSNodeKills+s.NATSStalls > 0 {
-		nodes = fmt.Sprintf(", NATS node kills %d (stream leader %d), NATS node stalls %d", s.NATSNodeKills, s.NATSLeaderKills, s.NATSStalls)
+		nodes = fmt.Sprintf(", NATS node kills %d (stream leader %d), NATS node stalls %d (deferred while the cluster was not healthy %d), NATS node repairs %d",
+			s.NATSNodeKills, s.NATSLeaderKills, s.NATSStalls, s.NATSDeferred, s.NATSRepairs)
 	}
 	return fmt.Sprintf("%d faults: kill -9 [%s], nats-server restarts %d%s, postgres crashes %d, restart failures %d",
 		s.Total(), strings.Join(parts, " "), s.NATSRestarts, nodes, s.PostgresRestarts, len(s.RestartFailures))
@@ -150,6 +167,10 @@ func (c *Chaos) Run(ctx context.Context, d time.Duration) ChaosStats {
 	if c.Log == nil {
 		c.Log = func(string, ...any) {}
 	}
+	if c.RepairAfter == 0 {
+		c.RepairAfter = 45 * time.Second
+	}
+	c.unhealthy = map[*Proc]time.Time{}
 	r := rand.New(rand.NewPCG(c.Seed, 99))
 	st := ChaosStats{Kills: map[string]int{}}
 	start := time.Now()
@@ -200,6 +221,9 @@ func (c *Chaos) Run(ctx context.Context, d time.Duration) ChaosStats {
 		case <-time.After(pause):
 		}
 		elapsed := time.Since(start)
+		if c.NATSCluster != nil {
+			c.repair(&st, restart)
+		}
 		switch {
 		case !pgDone && elapsed > d/2:
 			pgDone = true
@@ -245,16 +269,18 @@ func (c *Chaos) Run(ctx context.Context, d time.Duration) ChaosStats {
 }
 
 // nodeFault kills or stalls one node of the NATS cluster when every node
-// runs and none is stalled (so a quorum stays up); it reports whether it
-// did.
+// runs, none is stalled and every node passes its full health check (every
+// stream and consumer replica current); it reports whether it did. A node
+// just restarted is serving before its replicas have caught up: killing
+// another node then leaves a stream one current replica, no quorum, and
+// the services that start in that window cannot provision their streams.
 func (c *Chaos) nodeFault(r *rand.Rand, st *ChaosStats, wg *sync.WaitGroup, restart func(*Proc)) bool {
-	for _, n := range c.NATSCluster.Nodes {
-		if !n.Running() {
+	if !c.UnsafeNoHealthGate {
+		if why := c.NATSCluster.notHealthy(context.Background(), c.stalled.Load()); why != "" {
+			c.Log("chaos: NATS fault deferred: %s", why)
+			st.NATSDeferred++
 			return false
 		}
-	}
-	if c.stalled.Load() {
-		return false
 	}
 	if r.IntN(3) == 0 {
 		n := c.NATSCluster.Nodes[r.IntN(len(c.NATSCluster.Nodes))]
@@ -284,4 +310,52 @@ func (c *Chaos) nodeFault(r *rand.Rand, st *ChaosStats, wg *sync.WaitGroup, rest
 	st.NATSNodeKills++
 	restart(n)
 	return true
+}
+
+// repair restarts a node that has failed its full health check for
+// RepairAfter while running and not stalled (TestChaosRepairsUnhealthyNode).
+// nats-server v2.15.3 can leave a restarted node's stream replica broken:
+// its catch-up (processCatchupMsg) stores messages without updating the
+// stream's last message id, the reader's next chained publish
+// (Nats-Expected-Last-Msg-Id) then fails on that replica only, and it stops
+// applying ("critical write error: last msgid mismatch") until its server
+// restarts and rebuilds the id from its store. Restarting the node is the
+// operator's remedy (docs/scaling.md); the chaos applies it so that the
+// next fault meets three current replicas.
+func (c *Chaos) repair(st *ChaosStats, restart func(*Proc)) {
+	if c.unhealthy == nil {
+		c.unhealthy = map[*Proc]time.Time{}
+	}
+	if c.stalled.Load() {
+		clear(c.unhealthy) // a stall makes the other nodes unhealthy too: start over after it
+		return
+	}
+	for i, n := range c.NATSCluster.Nodes {
+		if !n.Running() {
+			delete(c.unhealthy, n)
+			continue
+		}
+		h := c.NATSCluster.Health(context.Background(), i)
+		if h == "" {
+			delete(c.unhealthy, n)
+			continue
+		}
+		since, ok := c.unhealthy[n]
+		if !ok {
+			c.unhealthy[n] = time.Now()
+			continue
+		}
+		if time.Since(since) < c.RepairAfter {
+			continue
+		}
+		delete(c.unhealthy, n)
+		c.Log("chaos: %s has failed its health check for %s (%s): restarting it", n.Name, time.Since(since).Round(time.Second), h)
+		_ = n.Signal(syscall.SIGCONT) // a stopped process cannot handle SIGTERM
+		if err := n.Stop(30 * time.Second); err != nil {
+			c.Log("chaos: stopping %s: %v", n.Name, err)
+		}
+		st.NATSRepairs++
+		restart(n)
+		return // one at a time
+	}
 }

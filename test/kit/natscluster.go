@@ -273,6 +273,25 @@ func (c *NATSCluster) WaitHealthy(ctx context.Context, timeout time.Duration) er
 	}
 }
 
+// notHealthy says why the cluster cannot take a fault now ("" when it
+// can): a node is down, stalled (stalled is the caller's knowledge: a
+// stopped process cannot say it), or fails its full health check.
+func (c *NATSCluster) notHealthy(ctx context.Context, stalled bool) string {
+	if stalled {
+		return "a node is stalled"
+	}
+	for i, p := range c.Nodes {
+		if !p.Running() {
+			return p.Name + " is down"
+		}
+		if h := c.Health(ctx, i); h != "" {
+			return p.Name + " is not healthy: " + h
+		}
+	}
+	return ""
+}
+
+// Tail is the end of every node's log.
 func (c *NATSCluster) Tail() string {
 	var b strings.Builder
 	for _, p := range c.Nodes {

@@ -280,20 +280,21 @@ func (c *Cluster) Services() []*Proc { return c.Procs }
 // NATS cluster).
 func (c *Cluster) NATSURL() string { return c.natsURL }
 
-// EnsureRunning starts nats-server and the catalog host first, then every
-// service that is not running, concurrently.
+// EnsureRunning starts nats-server (or the NATS cluster) and the catalog
+// host first, concurrently, then every service that is not running,
+// concurrently.
 func (c *Cluster) EnsureRunning(ctx context.Context) error {
+	infra, ictx := errgroup.WithContext(ctx)
 	if c.NATSC != nil {
-		if err := c.NATSC.Start(ctx); err != nil {
-			return err
-		}
+		infra.Go(func() error { return c.NATSC.Start(ictx) })
 	}
 	for _, p := range c.infra() {
 		if !p.Running() {
-			if err := p.Start(ctx); err != nil {
-				return err
-			}
+			infra.Go(func() error { return p.Start(ictx) })
 		}
+	}
+	if err := infra.Wait(); err != nil {
+		return err
 	}
 	eg, ctx := errgroup.WithContext(ctx)
 	for _, p := range c.Procs {

@@ -257,12 +257,31 @@ func (p *Proc) Grep(s string) []string {
 	return out
 }
 
-// FreePort returns a free TCP port on 127.0.0.1.
+// FreePort returns a free TCP port on 127.0.0.1, never one it returned
+// before in this process.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !portsGiven[port] {
+			portsGiven[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free port that was not handed out before")
 }
+
+// portsGiven are the ports FreePort returned: a port is free only until
+// its process listens, and a test allocates all of a pipeline's ports
+// before it starts any (the kernel handed one port to a NATS node and to
+// a flusher in one cluster soak).
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
