@@ -85,13 +85,16 @@ type Status struct {
 
 // Indexer is the indexer component.
 type Indexer struct {
-	cfg   config.Config
-	deps  Deps
-	log   *slog.Logger
-	cat   *catalog.Catalog
-	dlq   *natsx.DeadLetter
-	queue chan item
-	m     metrics
+	cfg  config.Config
+	deps Deps
+	log  *slog.Logger
+	cat  *catalog.Catalog
+	dlq  *natsx.DeadLetter
+	// settler settles the events of the batches the indexer acks itself
+	// (Consume settles the events it checks).
+	settler *natsx.Settler
+	queue   chan item
+	m       metrics
 
 	// indexMu serializes Index calls of the batcher and the reconciler in
 	// this process, so one does not re-insert what the other is indexing
@@ -166,6 +169,7 @@ func New(cfg config.Config, deps Deps) (*Indexer, error) {
 		queue: make(chan item, 1024),
 		bad:   map[string]bool{},
 	}
+	ix.settler = natsx.NewSettler(natsx.SettleOptions{Stage: "indexer", DLQ: ix.dlq, Log: log})
 	reg := deps.Metrics
 	ix.m = metrics{
 		packs:      register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_packs_total", Help: "Packs indexed into the catalog."})),
@@ -593,27 +597,24 @@ func (ix *Indexer) retry(it item, err error) {
 	if it.msg == nil {
 		return // the reconciler tries again next round
 	}
-	_ = it.msg.NakWithDelay(natsx.Backoff(int(natsx.Delivered(it.msg))))
+	ix.settler.Settle(context.Background(), it.msg, err)
 }
 
+// deadLetter records a pack that cannot be indexed: its event through the
+// classifier (dead letter stored, then terminated; naked with backoff if
+// storing failed), a pack the reconciler found with no event by its path.
 func (ix *Indexer) deadLetter(ctx context.Context, it item, reason error) {
 	ix.m.dead.Inc()
 	ix.mu.Lock()
 	ix.status.DeadLettered++
 	ix.mu.Unlock()
+	if it.msg != nil {
+		ix.settler.Settle(ctx, it.msg, natsx.Permanent(reason))
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var err error
-	if it.msg != nil {
-		if err = ix.dlq.Send(ctx, it.msg, reason); err == nil {
-			_ = it.msg.TermWithReason(natsx.HeaderValue(reason.Error(), 200))
-			return
-		}
-		_ = it.msg.NakWithDelay(natsx.Backoff(int(natsx.Delivered(it.msg))))
-	} else {
-		err = ix.deadLetterPath(ctx, it.ref.Path, it.ref.Bytes, reason)
-	}
-	if err != nil {
+	if err := ix.deadLetterPath(ctx, it.ref.Path, it.ref.Bytes, reason); err != nil {
 		ix.log.Error("dead-lettering pack failed", "path", it.ref.Path, "reason", reason, "err", err)
 	}
 }

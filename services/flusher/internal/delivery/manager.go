@@ -157,7 +157,7 @@ type Manager struct {
 	leases     Leases
 	log        *slog.Logger
 	mem        memory.Allocator
-	dlq        *natsx.DeadLetter
+	settler    *natsx.Settler // the classifier of messages that cannot be parsed
 	id         string
 	m          *metrics
 	ackWait    time.Duration
@@ -249,10 +249,11 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, dc: dc, js: deps.JS, pool: deps.Pool, store: deps.Store,
 		cursors: deps.Cursors, leases: deps.Leases, log: deps.Log.With("flusher", deps.ID),
-		mem: deps.Mem, dlq: natsx.NewDeadLetter(deps.JS, "flusher"), id: deps.ID,
+		mem: deps.Mem, id: deps.ID,
 		ackWait: AckWait(dc), dests: map[string]*dest{}, parts: map[int]*part{},
 		rowsTarget: int64(dc.FlushRows), states: deps.States, overdue: map[*dest]time.Time{},
 	}
+	m.settler = natsx.NewSettler(natsx.SettleOptions{Stage: "flusher", DLQ: natsx.NewDeadLetter(deps.JS, "flusher"), Log: m.log})
 	m.cond = sync.NewCond(&m.mu)
 	m.commitQ = make(chan *flushJob, commitQueue)
 	m.pub = natsx.NewPublisher(deps.JS, commitBatchMax)
