@@ -59,6 +59,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 // Deps is what the indexer needs.
@@ -136,19 +137,6 @@ type metrics struct {
 	batch                         prometheus.Histogram
 }
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			return are.ExistingCollector.(C)
-		}
-	}
-	return c
-}
-
 // New returns an indexer; Run starts it.
 func New(cfg config.Config, deps Deps) (*Indexer, error) {
 	if deps.JS == nil || deps.Catalog == nil || deps.Packs == nil {
@@ -172,11 +160,11 @@ func New(cfg config.Config, deps Deps) (*Indexer, error) {
 	ix.settler = natsx.NewSettler(natsx.SettleOptions{Stage: "indexer", DLQ: ix.dlq, Log: log})
 	reg := deps.Metrics
 	ix.m = metrics{
-		packs:      register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_packs_total", Help: "Packs indexed into the catalog."})),
-		rows:       register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_rows_total", Help: "Rows indexed into the catalog."})),
-		dead:       register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_dead_letters_total", Help: "Packs dead-lettered (corrupt or mismatched)."})),
-		reconciled: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_reconciled_packs_total", Help: "Packs the reconciler found missing from the inventory."})),
-		batch: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_indexer_batch_seconds", Help: "Time to index one batch of packs.",
+		packs:      telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_packs_total", Help: "Packs indexed into the catalog."})),
+		rows:       telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_rows_total", Help: "Rows indexed into the catalog."})),
+		dead:       telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_dead_letters_total", Help: "Packs dead-lettered (corrupt or mismatched)."})),
+		reconciled: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_reconciled_packs_total", Help: "Packs the reconciler found missing from the inventory."})),
+		batch: telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_indexer_batch_seconds", Help: "Time to index one batch of packs.",
 			Buckets: prometheus.ExponentialBuckets(0.002, 2, 14)})),
 	}
 	return ix, nil

@@ -262,15 +262,9 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 			return nil, fmt.Errorf("creating flusher: %w", err)
 		}
 	}
-	if m.m, err = newMetrics(deps.Metrics); err != nil {
-		return nil, fmt.Errorf("creating flusher: %w", err)
-	}
-	if m.lcm, err = newLifecycleMetrics(deps.Metrics); err != nil {
-		return nil, fmt.Errorf("creating flusher: %w", err)
-	}
-	if m.im, err = newIdleMetrics(deps.Metrics); err != nil {
-		return nil, fmt.Errorf("creating flusher: %w", err)
-	}
+	m.m = newMetrics(deps.Metrics)
+	m.lcm = newLifecycleMetrics(deps.Metrics)
+	m.im = newIdleMetrics(deps.Metrics)
 	return m, nil
 }
 
