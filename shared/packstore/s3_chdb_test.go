@@ -33,8 +33,8 @@ func TestS3ClickHouseReadsPack(t *testing.T) {
 	if _, err := os.Stat(lib); err != nil {
 		t.Skipf("libchdb not available: %v", err)
 	}
-	srv := startS3Server(t)
-	s := srv.open(t, "packs")
+	srv := pt.StartS3Server(t)
+	s := srv.Open(t, "packs")
 	rec := pt.Batch(nil, []pt.Row{
 		{ID: 1, Tenant: "shop1", Note: pt.Str("o'hara"), Op: proto.OpInsert, LSN: 7, Seq: 1},
 		{ID: 2, Tenant: "shop1", Op: proto.OpUpdate, LSN: 7, Seq: 2, Unchanged: []string{"note"}},

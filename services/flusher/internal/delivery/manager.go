@@ -120,14 +120,6 @@ type dest struct {
 	idleSince time.Time // idle.go: when the sweep first saw it idle
 }
 
-func (d *dest) heldMsgs() int {
-	n := len(d.c.Live())
-	if f := d.c.Inflight(); f != nil {
-		n += len(f.Items)
-	}
-	return n
-}
-
 // part is one owned partition: its protocol state (lease term, lost,
 // seeded, read epoch) is the core's.
 type part struct {
