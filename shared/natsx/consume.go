@@ -85,19 +85,11 @@ func Consume(ctx context.Context, cons jetstream.Consumer, h Handler, opts Consu
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = defaultMaxWait
 	}
-	if opts.DLQTimeout <= 0 {
-		opts.DLQTimeout = defaultDLQTimeout
-	}
-	if opts.Stage == "" {
-		opts.Stage = "unknown"
-	}
-	log := opts.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("stage", opts.Stage, "consumer", consumerName(cons))
-	s := NewSettler(SettleOptions{Stage: opts.Stage, DLQ: opts.DLQ, DLQTimeout: opts.DLQTimeout, Log: log, Metrics: opts.Metrics})
-	c := &consumer{cons: cons, h: h, opts: opts, log: log, m: s.m, s: s}
+	// The settler fills in the stage, the DLQ timeout and the logger.
+	s := NewSettler(SettleOptions{Stage: opts.Stage, DLQ: opts.DLQ, DLQTimeout: opts.DLQTimeout, Log: opts.Log, Metrics: opts.Metrics})
+	opts.Stage = s.stage
+	s.log = s.log.With("stage", s.stage, "consumer", consumerName(cons))
+	c := &consumer{cons: cons, h: h, opts: opts, log: s.log, m: s.m, s: s}
 	c.run(ctx)
 	return nil
 }
