@@ -307,3 +307,63 @@ func TestIndexPanicIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLyingPackEventIsDeadLettered: tenant isolation. A pack whose footer
+// names shop2, stored at a shop1 path and announced on shop1's subject
+// (the event lies), is dead-lettered with the reason naming both, never
+// indexed, and its event terminated; the sound pack beside it is indexed.
+func TestLyingPackEventIsDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ix, err := indexer.New(h.cfg, indexer.Deps{JS: h.js, Catalog: h.conn, Packs: h.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ix.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	good := catalogtest.Write(t, h.store, catalogtest.Items, "shop1", "p-good", rowsOf("shop1", 0, 5))
+	evilData, evil := catalogtest.Encode(t, catalogtest.Items, "local", "shop2", "p-evil", rowsOf("shop2", 0, 5))
+	path := "shop1/public.items/p-evil.arrow"
+	if err := h.store.Put(ctx, path, evilData); err != nil {
+		t.Fatal(err)
+	}
+	evil.Destination = "shop1" // the event lies
+	h.announce(t, evil, len(evilData))
+	h.announce(t, good, 0)
+
+	cat := ix.Catalog()
+	eventually(t, 30*time.Second, "the sound pack indexed", func() (bool, string) {
+		got, err := cat.Indexed(ctx, []catalog.PackKey{{StoreID: "local", PackID: good.PackID}})
+		return err == nil && len(got) == 1, fmt.Sprintf("%v; status %+v", err, ix.Status())
+	})
+	eventually(t, 30*time.Second, "the lying event dead-lettered", func() (bool, string) {
+		n := len(h.deadLetters(t))
+		return n == 1, fmt.Sprintf("%d dead letters", n)
+	})
+	if reason := h.deadLetters(t)[0].Header.Get(proto.HeaderReason); !strings.Contains(reason, "pack at "+path+" says it is shop2") {
+		t.Fatalf("dead letter reason %q does not name the path and the footer's destination", reason)
+	}
+	if got, err := cat.Indexed(ctx, []catalog.PackKey{{StoreID: "local", PackID: evil.PackID}}); err != nil || len(got) != 0 {
+		t.Fatalf("the lying pack is in the inventory (%v)", err)
+	}
+	eventually(t, 30*time.Second, "every PACKS event settled", func() (bool, string) {
+		c, err := h.js.Consumer(ctx, proto.StreamPacks, proto.ConsumerIndexer)
+		if err != nil {
+			return false, err.Error()
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == 2,
+			fmt.Sprintf("ack pending %d, pending %d, ack floor %d", ci.NumAckPending, ci.NumPending, ci.AckFloor.Stream)
+	})
+}

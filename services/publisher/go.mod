@@ -8,7 +8,6 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sluice-cdc/sluice/proto v0.0.0
-	github.com/sluice-cdc/sluice/services/indexer v0.0.0
 	github.com/sluice-cdc/sluice/shared v0.0.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -87,6 +86,5 @@ require (
 
 replace (
 	github.com/sluice-cdc/sluice/proto => ../../proto
-	github.com/sluice-cdc/sluice/services/indexer => ../indexer
 	github.com/sluice-cdc/sluice/shared => ../../shared
 )
