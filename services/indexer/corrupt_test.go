@@ -11,14 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/indexer"
-	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
 	"github.com/sluice-cdc/sluice/shared/chtest"
@@ -64,24 +60,7 @@ func newHarness(t *testing.T) *harness {
 // announce publishes the pack event the flusher publishes for a pack.
 func (h *harness) announce(t *testing.T, m packstore.PackMeta, size int) {
 	t.Helper()
-	b := array.NewRecordBuilder(memory.DefaultAllocator, proto.PackEventSchema)
-	for i, v := range []string{m.PackID, m.StoreID, m.Destination, m.Table, m.Path(), m.Schema, m.First.String(), m.Last.String()} {
-		b.Field(i).(*array.StringBuilder).Append(v)
-	}
-	b.Field(8).(*array.Int64Builder).Append(m.Rows)
-	b.Field(9).(*array.Int64Builder).Append(m.Tombstones)
-	b.Field(10).(*array.Int64Builder).Append(int64(size))
-	rec := b.NewRecordBatch()
-	b.Release()
-	body, err := arrowcodec.Encode(rec)
-	rec.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hdr := nats.Header{}
-	hdr.Set(proto.HeaderWire, proto.WireVersion)
-	hdr.Set(proto.HeaderMsgID, proto.PackMsgID(m.PackID))
-	if _, err := h.js.PublishMsg(t.Context(), &nats.Msg{Subject: proto.PacksSubject(m.Destination), Header: hdr, Data: body}); err != nil {
+	if _, err := h.js.PublishMsg(t.Context(), catalogtest.PackEvent(t, m, m.Destination, int64(size))); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/publisher"
-	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
 	"github.com/sluice-cdc/sluice/shared/chtest"
@@ -42,24 +39,7 @@ func eventually(t *testing.T, what string, f func() error) {
 }
 
 func packEvent(t *testing.T, m packstore.PackMeta, subjectDest string) *nats.Msg {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, proto.PackEventSchema)
-	defer b.Release()
-	for i, v := range []string{m.PackID, m.StoreID, m.Destination, m.Table, m.Path(), m.Schema, m.First.String(), m.Last.String()} {
-		b.Field(i).(*array.StringBuilder).Append(v)
-	}
-	b.Field(8).(*array.Int64Builder).Append(m.Rows)
-	b.Field(9).(*array.Int64Builder).Append(m.Tombstones)
-	b.Field(10).(*array.Int64Builder).Append(0)
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	body, err := arrowcodec.Encode(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := nats.Header{}
-	h.Set(proto.HeaderWire, proto.WireVersion)
-	h.Set(proto.HeaderMsgID, proto.PackMsgID(m.PackID))
-	return &nats.Msg{Subject: proto.PacksSubject(subjectDest), Header: h, Data: body}
+	return catalogtest.PackEvent(t, m, subjectDest, 0)
 }
 
 func pub(t *testing.T, js jetstream.JetStream, msg *nats.Msg) {
