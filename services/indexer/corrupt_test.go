@@ -87,6 +87,25 @@ func (h *harness) deadLetters(t *testing.T) []*jetstream.RawStreamMsg {
 	return out
 }
 
+// waitSettled waits until every PACKS event is settled (acked or
+// terminated) on the indexer's consumer, its ack floor at stream sequence
+// floor: nothing left to redeliver.
+func (h *harness) waitSettled(t *testing.T, floor uint64) {
+	t.Helper()
+	eventually(t, 30*time.Second, "every PACKS event settled", func() (bool, string) {
+		c, err := h.js.Consumer(t.Context(), proto.StreamPacks, proto.ConsumerIndexer)
+		if err != nil {
+			return false, err.Error()
+		}
+		ci, err := c.Info(t.Context())
+		if err != nil {
+			return false, err.Error()
+		}
+		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == floor,
+			fmt.Sprintf("ack pending %d, pending %d, ack floor %d", ci.NumAckPending, ci.NumPending, ci.AckFloor.Stream)
+	})
+}
+
 // eventually retries cond until it holds or the deadline passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
@@ -185,18 +204,7 @@ func TestCorruptPackIsDeadLettered(t *testing.T) {
 		t.Fatalf("dead letter of %s, want the pack's event", got)
 	}
 	// The event is settled (terminated), not redelivered.
-	eventually(t, 30*time.Second, "every PACKS event settled", func() (bool, string) {
-		c, err := h.js.Consumer(ctx, proto.StreamPacks, proto.ConsumerIndexer)
-		if err != nil {
-			return false, err.Error()
-		}
-		ci, err := c.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == 3,
-			fmt.Sprintf("ack pending %d, pending %d, ack floor %d", ci.NumAckPending, ci.NumPending, ci.AckFloor.Stream)
-	})
+	h.waitSettled(t, 3)
 	if _, err := cat.Indexed(ctx, []catalog.PackKey{{StoreID: "local", PackID: bad.PackID}}); err != nil {
 		t.Fatal(err)
 	}
@@ -333,16 +341,5 @@ func TestLyingPackEventIsDeadLettered(t *testing.T) {
 	if got, err := cat.Indexed(ctx, []catalog.PackKey{{StoreID: "local", PackID: evil.PackID}}); err != nil || len(got) != 0 {
 		t.Fatalf("the lying pack is in the inventory (%v)", err)
 	}
-	eventually(t, 30*time.Second, "every PACKS event settled", func() (bool, string) {
-		c, err := h.js.Consumer(ctx, proto.StreamPacks, proto.ConsumerIndexer)
-		if err != nil {
-			return false, err.Error()
-		}
-		ci, err := c.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == 2,
-			fmt.Sprintf("ack pending %d, pending %d, ack floor %d", ci.NumAckPending, ci.NumPending, ci.AckFloor.Stream)
-	})
+	h.waitSettled(t, 2)
 }
