@@ -10,7 +10,8 @@ TEST_TIMEOUT ?= 25m
 # The packages whose tests switch safety rules off (the end-to-end negative
 # controls and their positive twins) are built with the sluice_unsafe tag,
 # the only build that reads the SLUICE_UNSAFE_* switches (services/reader
-# unsafe.go); production builds never set it.
+# and services/flusher unsafe.go); production builds never set it. The
+# switches' own tests (TestUnsafe*) run last, under the tag.
 UNSAFE_PKGS := github.com/sluice-cdc/sluice/test/e2e
 
 .PHONY: all build libchdb s3server ops-tools run test bench lint tidy-check model soak bigtx jaeger trace screenshots clean
@@ -52,7 +53,7 @@ test: libchdb s3server ops-tools
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list $(PKGS) | grep -vxF $(UNSAFE_PKGS)); rc=$$?; \
 	  wait $$epid; erc=$$?; cat "$$e2e"; rm -f "$$e2e"; \
 	  [ $$rc -eq 0 ] && [ $$erc -eq 0 ]
-	$(GO) test -count=1 -tags sluice_unsafe -run '^TestUnsafe' ./services/reader/
+	$(GO) test -count=1 -tags sluice_unsafe -run '^TestUnsafe' ./services/reader/ ./services/flusher/
 
 # The headline figures of every issue, each with the iteration count its
 # benchmark wants; output in bench.out. The machine is shared and noisy:

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -53,7 +52,7 @@ func New(cfg config.Config, deps Deps) (*Flusher, error) {
 	}
 	schema := cfg.State.Schema
 	mgr, err := delivery.New(cfg, delivery.Deps{
-		JS: deps.JS, Pool: deps.Pool, Store: deps.Store,
+		JS: deps.JS, Store: deps.Store,
 		Cursors: state.NewCursors(deps.Pool, schema), Leases: state.NewLeases(deps.Pool, schema),
 		Log: deps.Log, Metrics: deps.Metrics, ID: deps.ID,
 		States: state.NewDestinationStates(deps.Pool, schema),
@@ -61,24 +60,13 @@ func New(cfg config.Config, deps Deps) (*Flusher, error) {
 	if err != nil {
 		return nil, err
 	}
-	if os.Getenv(UnsafeScalarMaxCursorEnv) == "1" {
-		drop := os.Getenv(UnsafeDropRedeliveredEnv) == "1"
-		mgr.Unsafe(true, drop)
-		if deps.Log != nil {
-			deps.Log.Warn(UnsafeScalarMaxCursorEnv+"=1: the flusher's cursor is max(flushed), not prefix-complete, and WILL lose changes; for negative-control tests only",
-				UnsafeDropRedeliveredEnv, drop)
-		}
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
+	unsafeRules(log).apply(mgr)
 	return &Flusher{mgr: mgr}, nil
 }
-
-// UnsafeScalarMaxCursorEnv and UnsafeDropRedeliveredEnv, set to 1, switch
-// the flusher's cursor rules off (test/e2e's process-level negative
-// controls). Never set them in production.
-const (
-	UnsafeScalarMaxCursorEnv = "SLUICE_UNSAFE_SCALAR_MAX_CURSOR"
-	UnsafeDropRedeliveredEnv = "SLUICE_UNSAFE_DROP_REDELIVERED"
-)
 
 // Run blocks until ctx is cancelled, then drains its buffers (within
 // delivery.drain_timeout), releases its leases and returns nil.

@@ -11,14 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/indexer"
-	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
 	"github.com/sluice-cdc/sluice/shared/chtest"
@@ -64,24 +60,7 @@ func newHarness(t *testing.T) *harness {
 // announce publishes the pack event the flusher publishes for a pack.
 func (h *harness) announce(t *testing.T, m packstore.PackMeta, size int) {
 	t.Helper()
-	b := array.NewRecordBuilder(memory.DefaultAllocator, proto.PackEventSchema)
-	for i, v := range []string{m.PackID, m.StoreID, m.Destination, m.Table, m.Path(), m.Schema, m.First.String(), m.Last.String()} {
-		b.Field(i).(*array.StringBuilder).Append(v)
-	}
-	b.Field(8).(*array.Int64Builder).Append(m.Rows)
-	b.Field(9).(*array.Int64Builder).Append(m.Tombstones)
-	b.Field(10).(*array.Int64Builder).Append(int64(size))
-	rec := b.NewRecordBatch()
-	b.Release()
-	body, err := arrowcodec.Encode(rec)
-	rec.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hdr := nats.Header{}
-	hdr.Set(proto.HeaderWire, proto.WireVersion)
-	hdr.Set(proto.HeaderMsgID, proto.PackMsgID(m.PackID))
-	if _, err := h.js.PublishMsg(t.Context(), &nats.Msg{Subject: proto.PacksSubject(m.Destination), Header: hdr, Data: body}); err != nil {
+	if _, err := h.js.PublishMsg(t.Context(), catalogtest.PackEvent(t, m, m.Destination, int64(size))); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -106,6 +85,25 @@ func (h *harness) deadLetters(t *testing.T) []*jetstream.RawStreamMsg {
 		out = append(out, m)
 	}
 	return out
+}
+
+// waitSettled waits until every PACKS event is settled (acked or
+// terminated) on the indexer's consumer, its ack floor at stream sequence
+// floor: nothing left to redeliver.
+func (h *harness) waitSettled(t *testing.T, floor uint64) {
+	t.Helper()
+	eventually(t, 30*time.Second, "every PACKS event settled", func() (bool, string) {
+		c, err := h.js.Consumer(t.Context(), proto.StreamPacks, proto.ConsumerIndexer)
+		if err != nil {
+			return false, err.Error()
+		}
+		ci, err := c.Info(t.Context())
+		if err != nil {
+			return false, err.Error()
+		}
+		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == floor,
+			fmt.Sprintf("ack pending %d, pending %d, ack floor %d", ci.NumAckPending, ci.NumPending, ci.AckFloor.Stream)
+	})
 }
 
 // eventually retries cond until it holds or the deadline passes.
@@ -206,18 +204,7 @@ func TestCorruptPackIsDeadLettered(t *testing.T) {
 		t.Fatalf("dead letter of %s, want the pack's event", got)
 	}
 	// The event is settled (terminated), not redelivered.
-	eventually(t, 30*time.Second, "every PACKS event settled", func() (bool, string) {
-		c, err := h.js.Consumer(ctx, proto.StreamPacks, proto.ConsumerIndexer)
-		if err != nil {
-			return false, err.Error()
-		}
-		ci, err := c.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == 3,
-			fmt.Sprintf("ack pending %d, pending %d, ack floor %d", ci.NumAckPending, ci.NumPending, ci.AckFloor.Stream)
-	})
+	h.waitSettled(t, 3)
 	if _, err := cat.Indexed(ctx, []catalog.PackKey{{StoreID: "local", PackID: bad.PackID}}); err != nil {
 		t.Fatal(err)
 	}
@@ -306,4 +293,53 @@ func TestIndexPanicIsDeadLettered(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLyingPackEventIsDeadLettered: tenant isolation. A pack whose footer
+// names shop2, stored at a shop1 path and announced on shop1's subject
+// (the event lies), is dead-lettered with the reason naming both, never
+// indexed, and its event terminated; the sound pack beside it is indexed.
+func TestLyingPackEventIsDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ix, err := indexer.New(h.cfg, indexer.Deps{JS: h.js, Catalog: h.conn, Packs: h.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ix.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	good := catalogtest.Write(t, h.store, catalogtest.Items, "shop1", "p-good", rowsOf("shop1", 0, 5))
+	evilData, evil := catalogtest.Encode(t, catalogtest.Items, "local", "shop2", "p-evil", rowsOf("shop2", 0, 5))
+	path := "shop1/public.items/p-evil.arrow"
+	if err := h.store.Put(ctx, path, evilData); err != nil {
+		t.Fatal(err)
+	}
+	evil.Destination = "shop1" // the event lies
+	h.announce(t, evil, len(evilData))
+	h.announce(t, good, 0)
+
+	cat := ix.Catalog()
+	eventually(t, 30*time.Second, "the sound pack indexed", func() (bool, string) {
+		got, err := cat.Indexed(ctx, []catalog.PackKey{{StoreID: "local", PackID: good.PackID}})
+		return err == nil && len(got) == 1, fmt.Sprintf("%v; status %+v", err, ix.Status())
+	})
+	eventually(t, 30*time.Second, "the lying event dead-lettered", func() (bool, string) {
+		n := len(h.deadLetters(t))
+		return n == 1, fmt.Sprintf("%d dead letters", n)
+	})
+	if reason := h.deadLetters(t)[0].Header.Get(proto.HeaderReason); !strings.Contains(reason, "pack at "+path+" says it is shop2") {
+		t.Fatalf("dead letter reason %q does not name the path and the footer's destination", reason)
+	}
+	if got, err := cat.Indexed(ctx, []catalog.PackKey{{StoreID: "local", PackID: evil.PackID}}); err != nil || len(got) != 0 {
+		t.Fatalf("the lying pack is in the inventory (%v)", err)
+	}
+	h.waitSettled(t, 2)
 }

@@ -59,6 +59,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 // Deps is what the indexer needs.
@@ -85,13 +86,16 @@ type Status struct {
 
 // Indexer is the indexer component.
 type Indexer struct {
-	cfg   config.Config
-	deps  Deps
-	log   *slog.Logger
-	cat   *catalog.Catalog
-	dlq   *natsx.DeadLetter
-	queue chan item
-	m     metrics
+	cfg  config.Config
+	deps Deps
+	log  *slog.Logger
+	cat  *catalog.Catalog
+	dlq  *natsx.DeadLetter
+	// settler settles the events of the batches the indexer acks itself
+	// (Consume settles the events it checks).
+	settler *natsx.Settler
+	queue   chan item
+	m       metrics
 
 	// indexMu serializes Index calls of the batcher and the reconciler in
 	// this process, so one does not re-insert what the other is indexing
@@ -133,19 +137,6 @@ type metrics struct {
 	batch                         prometheus.Histogram
 }
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			return are.ExistingCollector.(C)
-		}
-	}
-	return c
-}
-
 // New returns an indexer; Run starts it.
 func New(cfg config.Config, deps Deps) (*Indexer, error) {
 	if deps.JS == nil || deps.Catalog == nil || deps.Packs == nil {
@@ -166,13 +157,14 @@ func New(cfg config.Config, deps Deps) (*Indexer, error) {
 		queue: make(chan item, 1024),
 		bad:   map[string]bool{},
 	}
+	ix.settler = natsx.NewSettler(natsx.SettleOptions{Stage: "indexer", DLQ: ix.dlq, Log: log})
 	reg := deps.Metrics
 	ix.m = metrics{
-		packs:      register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_packs_total", Help: "Packs indexed into the catalog."})),
-		rows:       register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_rows_total", Help: "Rows indexed into the catalog."})),
-		dead:       register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_dead_letters_total", Help: "Packs dead-lettered (corrupt or mismatched)."})),
-		reconciled: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_reconciled_packs_total", Help: "Packs the reconciler found missing from the inventory."})),
-		batch: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_indexer_batch_seconds", Help: "Time to index one batch of packs.",
+		packs:      telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_packs_total", Help: "Packs indexed into the catalog."})),
+		rows:       telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_rows_total", Help: "Rows indexed into the catalog."})),
+		dead:       telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_dead_letters_total", Help: "Packs dead-lettered (corrupt or mismatched)."})),
+		reconciled: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_reconciled_packs_total", Help: "Packs the reconciler found missing from the inventory."})),
+		batch: telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_indexer_batch_seconds", Help: "Time to index one batch of packs.",
 			Buckets: prometheus.ExponentialBuckets(0.002, 2, 14)})),
 	}
 	return ix, nil
@@ -593,27 +585,24 @@ func (ix *Indexer) retry(it item, err error) {
 	if it.msg == nil {
 		return // the reconciler tries again next round
 	}
-	_ = it.msg.NakWithDelay(natsx.Backoff(int(natsx.Delivered(it.msg))))
+	ix.settler.Settle(context.Background(), it.msg, err)
 }
 
+// deadLetter records a pack that cannot be indexed: its event through the
+// classifier (dead letter stored, then terminated; naked with backoff if
+// storing failed), a pack the reconciler found with no event by its path.
 func (ix *Indexer) deadLetter(ctx context.Context, it item, reason error) {
 	ix.m.dead.Inc()
 	ix.mu.Lock()
 	ix.status.DeadLettered++
 	ix.mu.Unlock()
+	if it.msg != nil {
+		ix.settler.Settle(ctx, it.msg, natsx.Permanent(reason))
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var err error
-	if it.msg != nil {
-		if err = ix.dlq.Send(ctx, it.msg, reason); err == nil {
-			_ = it.msg.TermWithReason(natsx.HeaderValue(reason.Error(), 200))
-			return
-		}
-		_ = it.msg.NakWithDelay(natsx.Backoff(int(natsx.Delivered(it.msg))))
-	} else {
-		err = ix.deadLetterPath(ctx, it.ref.Path, it.ref.Bytes, reason)
-	}
-	if err != nil {
+	if err := ix.deadLetterPath(ctx, it.ref.Path, it.ref.Bytes, reason); err != nil {
 		ix.log.Error("dead-lettering pack failed", "path", it.ref.Path, "reason", reason, "err", err)
 	}
 }

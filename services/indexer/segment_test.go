@@ -140,18 +140,7 @@ func TestSegmentEventIndexed(t *testing.T) {
 	if n := inventory(t, cat, lying.PackID, damaged.PackID); n != 0 {
 		t.Fatalf("the lying and damaged segments have %d inventory rows", n)
 	}
-	eventually(t, 30*time.Second, "every PACKS event settled", func() (bool, string) {
-		c, err := h.js.Consumer(ctx, proto.StreamPacks, proto.ConsumerIndexer)
-		if err != nil {
-			return false, err.Error()
-		}
-		ci, err := c.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream == 3,
-			fmt.Sprintf("ack pending %d, pending %d, ack floor %d", ci.NumAckPending, ci.NumPending, ci.AckFloor.Stream)
-	})
+	h.waitSettled(t, 3)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

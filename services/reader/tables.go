@@ -16,36 +16,29 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/state"
 )
 
-// migrate creates the reader's own tables in the state schema. Readers that
-// start together (an active one and its standbys) serialize on an advisory
-// lock: concurrent CREATE TABLE IF NOT EXISTS can still collide in
-// Postgres's catalog (unique violation on pg_type).
+// migrate creates the reader's own tables in the state schema, under the
+// state schema's migration lock (state.MigrateTables): readers that start
+// together (an active one and its standbys) serialize, as concurrent
+// CREATE TABLE IF NOT EXISTS can still collide in Postgres's catalog
+// (unique violation on pg_type).
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	s := pgx.Identifier{schema}.Sanitize()
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('sluice.reader.migrate'))`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s+`.reader_backfill (
+	return state.MigrateTables(ctx, pool, schema, "reader",
+		`CREATE TABLE IF NOT EXISTS `+s+`.reader_backfill (
 			slot text PRIMARY KEY,
 			state text NOT NULL CHECK (state IN ('running', 'done')),
 			consistent_point text,
-			updated_at timestamptz NOT NULL DEFAULT now());
-		CREATE TABLE IF NOT EXISTS `+s+`.reader_halted (
+			updated_at timestamptz NOT NULL DEFAULT now())`,
+		`CREATE TABLE IF NOT EXISTS `+s+`.reader_halted (
 			slot text NOT NULL,
 			source_table text NOT NULL,
 			reason text NOT NULL,
 			at_lsn text NOT NULL,
 			halted_at timestamptz NOT NULL DEFAULT now(),
 			PRIMARY KEY (slot, source_table))`)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("creating the reader's state tables: %w", err)
-	}
-	return nil
 }
 
 func backfillState(ctx context.Context, pool *pgxpool.Pool, schema, slot string) (string, error) {

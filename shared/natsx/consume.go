@@ -26,9 +26,11 @@ type Handler func(ctx context.Context, msg jetstream.Msg) error
 
 // ConsumeOptions configure Consume.
 type ConsumeOptions struct {
-	Stage   string      // reader, router, flusher, indexer, publisher: labels metrics, names the DLQ subject
-	DLQ     *DeadLetter // where permanent failures go; nil: they are terminated and logged
-	Fetch   int         // messages per fetch (default 16)
+	Stage string      // reader, router, flusher, indexer, publisher: labels metrics, names the DLQ subject
+	DLQ   *DeadLetter // where permanent failures go; nil: they are terminated and logged
+	Fetch int         // messages per fetch (default 16)
+	// MaxWait is the server-side expiry of one fetch (default 1s); a loop
+	// stopping waits at most MaxWait + 1s for its open fetch (see Fetch).
 	MaxWait time.Duration
 	// ManualAck: a nil handler error does not ack; the handler acks later.
 	ManualAck bool
@@ -44,7 +46,7 @@ type ConsumeOptions struct {
 
 const (
 	defaultFetch      = 16
-	defaultMaxWait    = 5 * time.Second
+	defaultMaxWait    = time.Second
 	defaultDLQTimeout = 10 * time.Second
 )
 
@@ -62,13 +64,12 @@ type consumer struct {
 	opts ConsumeOptions
 	log  *slog.Logger
 	m    *consumeMetrics
+	s    *Settler
 
 	// state for logging transitions once, not per message; only the
 	// Consume goroutine touches them.
-	failing      bool
 	fetchFailing bool
 	panicked     bool
-	ackFailing   bool
 }
 
 // Consume pulls messages from cons and runs h on each, one at a time, until
@@ -84,21 +85,11 @@ func Consume(ctx context.Context, cons jetstream.Consumer, h Handler, opts Consu
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = defaultMaxWait
 	}
-	if opts.DLQTimeout <= 0 {
-		opts.DLQTimeout = defaultDLQTimeout
-	}
-	if opts.Stage == "" {
-		opts.Stage = "unknown"
-	}
-	log := opts.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	c := &consumer{
-		cons: cons, h: h, opts: opts,
-		log: log.With("stage", opts.Stage, "consumer", consumerName(cons)),
-		m:   newConsumeMetrics(opts.Metrics),
-	}
+	// The settler fills in the stage, the DLQ timeout and the logger.
+	s := NewSettler(SettleOptions{Stage: opts.Stage, DLQ: opts.DLQ, DLQTimeout: opts.DLQTimeout, Log: opts.Log, Metrics: opts.Metrics})
+	opts.Stage = s.stage
+	s.log = s.log.With("stage", s.stage, "consumer", consumerName(cons))
+	c := &consumer{cons: cons, h: h, opts: opts, log: s.log, m: s.m, s: s}
 	c.run(ctx)
 	return nil
 }
@@ -113,10 +104,8 @@ func consumerName(cons jetstream.Consumer) string {
 func (c *consumer) run(ctx context.Context) {
 	fetchAttempt := 0
 	for ctx.Err() == nil {
-		fctx, cancel := context.WithTimeout(ctx, c.opts.MaxWait)
-		batch, err := c.cons.Fetch(c.opts.Fetch, jetstream.FetchContext(fctx))
+		batch, err := Fetch(c.cons, c.opts.Fetch, c.opts.MaxWait)
 		if err != nil {
-			cancel()
 			if ctx.Err() != nil {
 				return
 			}
@@ -135,10 +124,7 @@ func (c *consumer) run(ctx context.Context) {
 			}
 			c.handle(ctx, msg)
 		}
-		berr := batch.Error()
-		cancel()
-		if berr != nil && ctx.Err() == nil && !errors.Is(berr, context.DeadlineExceeded) &&
-			!errors.Is(berr, context.Canceled) && !errors.Is(berr, jetstream.ErrNoMessages) {
+		if berr := FetchErr(batch); berr != nil && ctx.Err() == nil {
 			fetchAttempt++
 			c.fetchFailed(berr)
 			if !sleep(ctx, Backoff(min(fetchAttempt, 6))) {
@@ -196,7 +182,10 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	outcome := c.settle(ctx, hctx, msg, err, delivered, stream, seq)
+	if err == nil && c.opts.ManualAck {
+		err = ErrManualAck
+	}
+	outcome := c.s.Settle(hctx, msg, err)
 	span.SetAttributes(attribute.String("sluice.outcome", outcome))
 }
 
@@ -240,78 +229,6 @@ func (c *consumer) call(ctx context.Context, msg jetstream.Msg) (err error) {
 		}
 	}()
 	return c.h(ctx, msg)
-}
-
-// settle applies the classifier and returns the outcome.
-func (c *consumer) settle(ctx, hctx context.Context, msg jetstream.Msg, err error, delivered uint64, stream string, seq uint64) string {
-	count := func(o string) string {
-		c.m.messages.WithLabelValues(c.opts.Stage, o).Inc()
-		return o
-	}
-	switch {
-	case err == nil && c.opts.ManualAck, errors.Is(err, ErrManualAck):
-		c.recovered()
-		return count(OutcomeManual)
-	case err == nil:
-		c.recovered()
-		if aerr := msg.Ack(); aerr != nil {
-			c.ackFailed(aerr)
-		}
-		return count(OutcomeAck)
-	case ctx.Err() != nil:
-		// Shutting down: hand the message back for prompt redelivery.
-		_ = msg.Nak()
-		return count(OutcomeNak)
-	case IsPermanent(err):
-		reason := HeaderValue(err.Error(), MaxReasonLen)
-		if c.opts.DLQ != nil {
-			dctx, cancel := context.WithTimeout(ctx, c.opts.DLQTimeout)
-			derr := c.opts.DLQ.Send(dctx, msg, err)
-			cancel()
-			if derr != nil && !unsafeTermOnDLQFailure {
-				c.transient(hctx, msg, fmt.Errorf("%w (while handling permanent error: %v)", derr, err))
-				_ = msg.NakWithDelay(Backoff(int(min(delivered, 30))))
-				return count(OutcomeNak)
-			}
-			count(OutcomeDLQ)
-			c.log.WarnContext(hctx, "message dead-lettered", "subject", msg.Subject(),
-				"stream", stream, "seq", seq, "dlq", proto.DLQSubject(c.opts.DLQ.Stage()), "reason", reason)
-		} else {
-			c.log.ErrorContext(hctx, "permanent failure without a dead-letter stream; terminating message",
-				"subject", msg.Subject(), "stream", stream, "seq", seq, "reason", reason)
-		}
-		if terr := msg.TermWithReason(reason); terr != nil {
-			c.ackFailed(terr)
-		}
-		return count(OutcomeTerm)
-	default:
-		c.transient(hctx, msg, err)
-		_ = msg.NakWithDelay(Backoff(int(min(delivered, 30))))
-		return count(OutcomeNak)
-	}
-}
-
-func (c *consumer) transient(ctx context.Context, msg jetstream.Msg, err error) {
-	if !c.failing {
-		c.failing = true
-		c.log.WarnContext(ctx, "handler failing; naking with backoff (logged once until it recovers)",
-			"subject", msg.Subject(), "error", err)
-	}
-}
-
-func (c *consumer) recovered() {
-	if c.failing {
-		c.failing = false
-		c.log.Info("handler recovered")
-	}
-	c.ackFailing = false
-}
-
-func (c *consumer) ackFailed(err error) {
-	if !c.ackFailing {
-		c.ackFailing = true
-		c.log.Warn("acking failed (logged once); the message will be redelivered", "error", err)
-	}
 }
 
 // Delivered returns how many times msg has been delivered (1 when unknown).

@@ -30,7 +30,11 @@
 // alone is a work queue: replays of router dead letters, read by no
 // frontier, gone once the router acks them.
 //
-// # Error classification (Consume)
+// # Error classification (Settler, used by Consume)
+//
+// Settler is the one classifier; Consume settles every message through
+// one, and a stage that acks messages itself (the flusher, the indexer's
+// batches) settles its failures through its own:
 //
 //	handler returns nil                -> Ack (unless ManualAck)
 //	error wrapping ErrManualAck        -> nothing: the handler acks later
@@ -43,6 +47,9 @@
 //	consume context cancelled          -> Nak (prompt redelivery elsewhere)
 //
 // NOTES
+//   - Every fetch is Fetch: a server-side expiry (FetchMaxWait), never a
+//     FetchContext, whose end drops the messages already sent to it (they
+//     stay ack-pending until AckWait).
 //   - Consume fetches in bounded batches (ConsumeOptions.Fetch) and runs the
 //     handler on one message at a time; run several Consume loops for
 //     parallelism. Messages fetched but not yet handled when the context

@@ -5,7 +5,6 @@ package packstore_test
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -20,14 +19,7 @@ import (
 // TestClickHouseReadsSmallAndLargePacks: packs below CompressMinBytes are
 // uncompressed, larger ones zstd; ClickHouse (chDB) reads both.
 func TestClickHouseReadsSmallAndLargePacks(t *testing.T) {
-	lib := os.Getenv("CHDB_LIB_PATH")
-	if lib == "" {
-		lib = "/root/.cache/sluice/chdb/package/libchdb.so"
-		t.Setenv("CHDB_LIB_PATH", lib)
-	}
-	if _, err := os.Stat(lib); err != nil {
-		t.Skipf("libchdb not available: %v", err)
-	}
+	needChDB(t)
 	s, err := packstore.OpenDir(t.TempDir(), "local")
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,7 @@ package packstore_test
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
-
-	"github.com/chdb-io/chdb-go/chdb"
 
 	"github.com/sluice-cdc/sluice/shared/packstore"
 )
@@ -17,14 +13,7 @@ import (
 // _sluice_destination (utf8) straight into a String column, each row with
 // its destination.
 func TestClickHouseReadsSegment(t *testing.T) {
-	lib := os.Getenv("CHDB_LIB_PATH")
-	if lib == "" {
-		lib = "/root/.cache/sluice/chdb/package/libchdb.so"
-		t.Setenv("CHDB_LIB_PATH", lib)
-	}
-	if _, err := os.Stat(lib); err != nil {
-		t.Skipf("libchdb not available: %v", err)
-	}
+	needChDB(t)
 	s, err := packstore.OpenDir(t.TempDir(), "local")
 	if err != nil {
 		t.Fatal(err)
@@ -40,14 +29,7 @@ func TestClickHouseReadsSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := "SELECT toTypeName(_sluice_destination), _sluice_destination, id FROM " + s.TableFunction(sm.Path()) + " ORDER BY id"
-	res, err := chdb.Query(q, "TSV")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Error() != nil {
-		t.Fatal(res.Error())
-	}
-	got := strings.TrimSpace(res.String())
+	got := queryTSV(t, q)
 	want := "String\tshopA\t1\nString\tshopA\t2\nString\tshopB\t3\nString\tshopB\t4\nString\tshopB\t5\nString\tshopC\t7"
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)

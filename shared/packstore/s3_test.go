@@ -6,15 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/config"
@@ -22,111 +15,22 @@ import (
 	"github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
 )
 
-// S3ServerVersion is the versitygw release the S3 tests run against; the
-// binary is built by deploy/fetch-s3server.sh into ~/.cache/sluice/bin.
-const s3ServerVersion = "v1.8.0"
-
-// s3Server is a real S3-compatible server (versitygw, posix backend) on a
-// free loopback port, for the life of one test.
-type s3Server struct {
-	Endpoint, Access, Secret string
-}
-
-func s3ServerBinary() string {
-	if p := os.Getenv("SLUICE_S3SERVER"); p != "" {
-		return p
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "sluice", "bin", "versitygw-"+s3ServerVersion)
-}
-
-func startS3Server(t testing.TB) s3Server {
-	t.Helper()
-	bin := s3ServerBinary()
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("no S3 server binary at %s: run deploy/fetch-s3server.sh (make test does) or set SLUICE_S3SERVER", bin)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	iam := filepath.Join(dir, "iam")
-	for _, d := range []string{data, iam} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := s3Server{Endpoint: "http://" + addr, Access: "sluicetest", Secret: "sluice-test-secret-" + fmt.Sprint(time.Now().UnixNano())}
-	cmd := exec.Command(bin, "--port", addr, "--iam-dir", iam, "posix", data)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+srv.Access, "ROOT_SECRET_KEY="+srv.Secret)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(srv.Endpoint + "/")
-		if err == nil {
-			resp.Body.Close()
-			return srv
-		}
-		select {
-		case <-exited:
-			t.Fatalf("S3 server exited: %s", out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("S3 server not answering on %s after 20s: %v\n%s", addr, err, out.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling a child process's port
-	}
-}
-
-var s3Seq atomic.Int64
-
-func (s s3Server) open(t testing.TB, bucket string) *packstore.S3Store {
-	t.Helper()
-	st, err := packstore.OpenS3(context.Background(), packstore.S3Options{
-		Endpoint: s.Endpoint, Bucket: bucket, Prefix: fmt.Sprintf("run/s%d", s3Seq.Add(1)),
-		AccessKey: s.Access, SecretKey: s.Secret, CreateBucket: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 func TestS3StoreContract(t *testing.T) {
-	srv := startS3Server(t)
-	first := srv.open(t, "packs")
+	srv := packstoretest.StartS3Server(t)
+	first := srv.Open(t, "packs")
 	if !first.Conditional() {
-		t.Fatalf("versitygw %s enforces If-None-Match: *, but the probe said it does not", s3ServerVersion)
+		t.Fatalf("versitygw %s enforces If-None-Match: *, but the probe said it does not", packstoretest.S3ServerVersion)
 	}
-	packstoretest.StoreContract(t, func(t *testing.T) packstore.Store { return srv.open(t, "packs") })
+	packstoretest.StoreContract(t, func(t *testing.T) packstore.Store { return srv.Open(t, "packs") })
 }
 
 // TestS3HeadAndCompareContract runs the contract in the fallback mode for
 // servers without conditional puts, minus the concurrent-writer case it
 // cannot guarantee.
 func TestS3HeadAndCompare(t *testing.T) {
-	srv := startS3Server(t)
+	srv := packstoretest.StartS3Server(t)
 	ctx := context.Background()
-	s := srv.open(t, "packs")
+	s := srv.Open(t, "packs")
 	packstore.SetS3Conditional(s, false)
 	p := proto.PackPath("shop1", "public.items", "p1")
 	if err := s.Put(ctx, p, []byte("first")); err != nil {
@@ -143,9 +47,9 @@ func TestS3HeadAndCompare(t *testing.T) {
 // TestS3ImmutabilityNegativeControl switches the immutability rule off and
 // shows the contract's overwrite check would then fail: the object changes.
 func TestS3ImmutabilityNegativeControl(t *testing.T) {
-	srv := startS3Server(t)
+	srv := packstoretest.StartS3Server(t)
 	ctx := context.Background()
-	s := srv.open(t, "packs")
+	s := srv.Open(t, "packs")
 	packstore.SetS3NoCondition(s, true)
 	p := proto.PackPath("shop1", "public.items", "p1")
 	if err := s.Put(ctx, p, []byte("first")); err != nil {
@@ -164,8 +68,8 @@ func TestS3ImmutabilityNegativeControl(t *testing.T) {
 }
 
 func TestS3CredentialsNeverPrinted(t *testing.T) {
-	srv := startS3Server(t)
-	s := srv.open(t, "packs")
+	srv := packstoretest.StartS3Server(t)
+	s := srv.Open(t, "packs")
 	var logged bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logged, nil)).Info("store", "store", s)
 	for name, text := range map[string]string{
@@ -191,7 +95,7 @@ func TestS3CredentialsNeverPrinted(t *testing.T) {
 }
 
 func TestS3MissingBucket(t *testing.T) {
-	srv := startS3Server(t)
+	srv := packstoretest.StartS3Server(t)
 	_, err := packstore.OpenS3(context.Background(), packstore.S3Options{Endpoint: srv.Endpoint, Bucket: "absent", AccessKey: srv.Access, SecretKey: srv.Secret})
 	if err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("got %v, want a missing-bucket error", err)
@@ -241,7 +145,7 @@ func TestOpenConfigDirectory(t *testing.T) {
 // ignore If-None-Match), racing writers of one path with different bytes
 // can all succeed; with the conditional put exactly one does.
 func TestS3RacingWritersNeedConditionalPut(t *testing.T) {
-	srv := startS3Server(t)
+	srv := packstoretest.StartS3Server(t)
 	ctx := context.Background()
 	race := func(s *packstore.S3Store, path string) int {
 		const n = 8
@@ -264,7 +168,7 @@ func TestS3RacingWritersNeedConditionalPut(t *testing.T) {
 		}
 		return winners
 	}
-	s := srv.open(t, "packs")
+	s := srv.Open(t, "packs")
 	for i := 0; i < 5; i++ {
 		if w := race(s, proto.PackPath("shop1", "public.items", fmt.Sprintf("c%d", i))); w != 1 {
 			t.Fatalf("conditional put: %d writers won, want 1", w)

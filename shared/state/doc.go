@@ -10,7 +10,10 @@
 // re-acquires: a restarted process that reuses its holder name still fences
 // off its previous incarnation. Renew extends a live lease of the same
 // holder and term; once another holder has taken over, Renew returns
-// ErrLeaseLost forever.
+// ErrLeaseLost forever. Held and HeldMany (one statement for many) say
+// whether holdings are still live without extending them, the check right
+// before acting as owner; Now is the server clock itself. No other package
+// writes SQL against the leases table.
 //
 // Cursors. A cursor is the per-destination position up to which everything
 // is durably in packs. Cursors.Advance is one statement that is
@@ -29,7 +32,8 @@
 // the caller's goroutine.
 //
 // Migrate creates the schema idempotently; concurrent migrations serialize
-// on an advisory lock. A database whose schema_version is newer than this
+// on an advisory lock. MigrateTables creates a component's own tables (the
+// reader's) under the same lock. A database whose schema_version is newer than this
 // build is refused with ErrSchemaVersion.
 //
 // state must never judge expiry with the local clock, never move a cursor

@@ -26,10 +26,23 @@ type Lease struct {
 	Expires time.Time
 }
 
-// Leases acquires, renews, releases and lists leases.
+// LeaseKey is one holding of a lease: the lease stays held while its row
+// keeps this holder and term and has not expired.
+type LeaseKey struct {
+	Name   string
+	Holder string
+	Term   int64
+}
+
+// Key is l's holding.
+func (l Lease) Key() LeaseKey { return LeaseKey{Name: l.Name, Holder: l.Holder, Term: l.Term} }
+
+// Leases acquires, renews, releases and lists leases, and says whether
+// holdings are still live.
 type Leases struct {
 	pool                                     *pgxpool.Pool
 	qAcquire, qRenew, qRelease, qList, qLive string
+	qHeld, qHeldMany                         string
 }
 
 // NewLeases returns the leases of the state schema (DefaultSchema when
@@ -58,6 +71,12 @@ func NewLeases(pool *pgxpool.Pool, schema string) *Leases {
 			WHERE starts_with(name, $1) ORDER BY name`,
 		qLive: `SELECT name, holder, term, expires_at FROM ` + t + `
 			WHERE starts_with(name, $1) AND expires_at > now() ORDER BY name`,
+		qHeld: `SELECT EXISTS (SELECT 1 FROM ` + t + `
+			WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`,
+		qHeldMany: `SELECT l.name, l.holder, l.term FROM ` + t + ` l
+			JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS k(name, holder, term)
+			  ON l.name = k.name AND l.holder = k.holder AND l.term = k.term
+			WHERE l.expires_at > now()`,
 	}
 }
 
@@ -146,4 +165,53 @@ func (ls *Leases) list(ctx context.Context, q, prefix string) ([]Lease, error) {
 		return nil, fmt.Errorf("listing leases %q: %w", prefix, err)
 	}
 	return out, nil
+}
+
+// Held reports whether l (its holder and term) is still live by the server
+// clock, without extending it: the check right before acting as owner.
+func (ls *Leases) Held(ctx context.Context, l Lease) (bool, error) {
+	var live bool
+	if err := ls.pool.QueryRow(ctx, ls.qHeld, l.Name, l.Holder, l.Term).Scan(&live); err != nil {
+		return false, fmt.Errorf("checking lease %s term %d of %s: %w", l.Name, l.Term, l.Holder, err)
+	}
+	return live, nil
+}
+
+// HeldMany is Held for many leases in one statement: the set of those
+// still live by the server clock.
+func (ls *Leases) HeldMany(ctx context.Context, leases []Lease) (map[LeaseKey]bool, error) {
+	live := map[LeaseKey]bool{}
+	if len(leases) == 0 {
+		return live, nil
+	}
+	names, holders, terms := make([]string, 0, len(leases)), make([]string, 0, len(leases)), make([]int64, 0, len(leases))
+	seen := make(map[LeaseKey]bool, len(leases))
+	for _, l := range leases {
+		if k := l.Key(); !seen[k] {
+			seen[k] = true
+			names, holders, terms = append(names, l.Name), append(holders, l.Holder), append(terms, l.Term)
+		}
+	}
+	rows, err := ls.pool.Query(ctx, ls.qHeldMany, names, holders, terms)
+	if err != nil {
+		return nil, fmt.Errorf("checking %d leases: %w", len(names), err)
+	}
+	var k LeaseKey
+	if _, err := pgx.ForEachRow(rows, []any{&k.Name, &k.Holder, &k.Term}, func() error {
+		live[k] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("checking %d leases: %w", len(names), err)
+	}
+	return live, nil
+}
+
+// Now is the state database's clock, the one lease expiry is judged by:
+// liveness is never judged by the local clock.
+func (ls *Leases) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := ls.pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		return now, fmt.Errorf("reading the state database clock: %w", err)
+	}
+	return now, nil
 }

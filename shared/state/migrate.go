@@ -52,8 +52,39 @@ func concurrentDDL(err error) bool {
 	return false
 }
 
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	s := pgx.Identifier{schema}.Sanitize()
+// MigrateTables creates a component's own tables in the state schema (the
+// reader's backfill and halt tables): ddl runs in one transaction under
+// the state schema's migration lock, so processes that boot together
+// serialize with each other and with Migrate, and a concurrent CREATE that
+// still collides is retried. Each statement must be idempotent (IF NOT
+// EXISTS). Migrate must have run.
+func MigrateTables(ctx context.Context, pool *pgxpool.Pool, schema, component string, ddl ...string) error {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		err = underMigrationLock(ctx, pool, schema, func(tx pgx.Tx) error {
+			for _, q := range ddl {
+				if _, err := tx.Exec(ctx, q); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil || !concurrentDDL(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("creating the %s tables in state schema %s: %w", component, schema, err)
+	}
+	return nil
+}
+
+// underMigrationLock runs fn in a transaction holding the state schema's
+// migration lock (transaction-scoped advisory lock) and commits it.
+func underMigrationLock(ctx context.Context, pool *pgxpool.Pool, schema string, fn func(pgx.Tx) error) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("beginning: %w", err)
@@ -62,6 +93,21 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('sluice.state.migrate:' || $1, 0))`, schema); err != nil {
 		return fmt.Errorf("taking the migration lock: %w", err)
 	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	return underMigrationLock(ctx, pool, schema, func(tx pgx.Tx) error { return migrateTx(ctx, tx, schema) })
+}
+
+func migrateTx(ctx context.Context, tx pgx.Tx, schema string) error {
+	s := pgx.Identifier{schema}.Sanitize()
 	steps := []string{
 		`CREATE SCHEMA IF NOT EXISTS ` + s,
 		`CREATE TABLE IF NOT EXISTS ` + s + `.schema_version (
@@ -75,7 +121,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		}
 	}
 	var have int
-	err = tx.QueryRow(ctx, `SELECT version FROM `+s+`.schema_version WHERE id = 1`).Scan(&have)
+	err := tx.QueryRow(ctx, `SELECT version FROM `+s+`.schema_version WHERE id = 1`).Scan(&have)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
@@ -119,9 +165,6 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, migrated_at = now()
 		WHERE v.version < EXCLUDED.version`, SchemaVersion); err != nil {
 		return fmt.Errorf("writing schema_version: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing: %w", err)
 	}
 	return nil
 }

@@ -24,7 +24,8 @@ import (
 //     LSN); SLUICE_UNSAFE_UNCHAINED=1 switches the publish chain off.
 //     Used by TestNegativeReaderScalarMaxLSN (readerloss_test.go).
 //   - SLUICE_UNSAFE_SCALAR_MAX_CURSOR=1 and SLUICE_UNSAFE_DROP_REDELIVERED=1:
-//     flusher.New sets the manager's scalarMaxCursor and dropRedelivered
+//     flusher.New (services/flusher unsafe.go, built only with the tag)
+//     sets the manager's scalarMaxCursor and dropRedelivered
 //     (a cursor ahead of pending messages only loses data when redelivered
 //     messages at or below it are dropped; with dropRedelivered off the
 //     flusher never reads its cursor on the data path).

@@ -41,9 +41,11 @@
 //     caps the Go heap at memory_budget + FixedOverhead (96 MiB). A fetch
 //     asks for at most its partition's share of the room left below the
 //     watermark.
-//   - Fetches use FetchMaxWait, never a FetchContext: nats.go drops the
-//     messages already sent to a fetch whose context ends, and they stay
-//     ack-pending until AckWait (this stalled 10,000-destination runs).
+//   - Fetches use natsx.Fetch (FetchMaxWait), never a FetchContext: nats.go
+//     drops the messages already sent to a fetch whose context ends, and
+//     they stay ack-pending until AckWait (this stalled 10,000-destination
+//     runs). A message that cannot be parsed is settled by natsx.Settler,
+//     the classifier every stage shares.
 //   - Partition messages: a message on proto.RoutedPartitionSubject holds
 //     the rows of many destinations, grouped by proto.ColDestination; each
 //     run becomes a zero-copy slice without that column (what a

@@ -334,16 +334,9 @@ func (m *Manager) checkLease(ctx context.Context, job *flushJob) error {
 	}
 	l := job.lease
 	var live bool
-	err := retry(ctx, "checking lease "+l.Name, func() error {
-		if m.pool == nil {
-			_, err := m.leases.Renew(ctx, l, m.dc.LeaseTTL)
-			live = err == nil
-			if errors.Is(err, state.ErrLeaseLost) {
-				return nil
-			}
-			return err
-		}
-		return m.pool.QueryRow(ctx, m.qLeaseLive, l.Name, l.Holder, l.Term).Scan(&live)
+	err := retry(ctx, "checking lease "+l.Name, func() (err error) {
+		live, err = m.leases.Held(ctx, l)
+		return err
 	})
 	if err != nil {
 		return err

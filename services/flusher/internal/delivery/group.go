@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
@@ -397,21 +396,7 @@ func (m *Manager) publishGroup(ctx context.Context, jobs []*flushJob, outs [][]*
 // lease of the group (holder and term) is still live by the server clock,
 // in one query.
 func (m *Manager) checkLeases(ctx context.Context, jobs []*flushJob, errs []error) {
-	type key struct {
-		name, holder string
-		term         int64
-	}
-	if m.pool == nil {
-		for i, job := range jobs {
-			if errs[i] == nil {
-				errs[i] = m.checkLease(job.ctx, job)
-			}
-		}
-		return
-	}
-	var names, holders []string
-	var terms []int64
-	seen := map[key]bool{}
+	var held []state.Lease
 	for i, job := range jobs {
 		if errs[i] != nil {
 			continue
@@ -419,28 +404,14 @@ func (m *Manager) checkLeases(ctx context.Context, jobs []*flushJob, errs []erro
 		if m.beforeAck != nil {
 			m.beforeAck(job.d.name)
 		}
-		l := job.lease
-		k := key{l.Name, l.Holder, l.Term}
-		if !seen[k] {
-			seen[k] = true
-			names, holders, terms = append(names, l.Name), append(holders, l.Holder), append(terms, l.Term)
-		}
+		held = append(held, job.lease)
 	}
-	if len(names) == 0 {
+	if len(held) == 0 {
 		return
 	}
-	live := map[key]bool{}
-	err := retry(ctx, "checking partition leases", func() error {
-		clear(live)
-		rows, err := m.pool.Query(ctx, m.qLeasesLive, names, holders, terms)
-		if err != nil {
-			return err
-		}
-		var k key
-		_, err = pgx.ForEachRow(rows, []any{&k.name, &k.holder, &k.term}, func() error {
-			live[k] = true
-			return nil
-		})
+	var live map[state.LeaseKey]bool
+	err := retry(ctx, "checking partition leases", func() (err error) {
+		live, err = m.leases.HeldMany(ctx, held)
 		return err
 	})
 	for i, job := range jobs {
@@ -452,7 +423,7 @@ func (m *Manager) checkLeases(ctx context.Context, jobs []*flushJob, errs []erro
 			continue
 		}
 		l := job.lease
-		if !live[key{l.Name, l.Holder, l.Term}] {
+		if !live[l.Key()] {
 			m.partitionLost(job.d.part, l)
 			errs[i] = fmt.Errorf("acking flush of %s: %w (term %d)", job.d.name, ErrPartitionLost, l.Term)
 		}

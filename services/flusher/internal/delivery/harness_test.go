@@ -109,7 +109,7 @@ type running struct {
 func (e *env) start(t testing.TB, id string, knobs func(*Manager)) *running {
 	t.Helper()
 	nc, js := connect(t, e.ns)
-	m, err := New(e.cfg, Deps{JS: js, Pool: e.pool, Store: e.store,
+	m, err := New(e.cfg, Deps{JS: js, Store: e.store,
 		Cursors: state.NewCursors(e.pool, e.cfg.State.Schema), Leases: state.NewLeases(e.pool, e.cfg.State.Schema),
 		Metrics: prometheus.NewRegistry(), ID: id})
 	if err != nil {

@@ -2,13 +2,13 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 // Bounded per-destination state: a destination with nothing buffered,
@@ -25,20 +25,14 @@ type idleMetrics struct {
 	evicted, loads prometheus.Counter
 }
 
-func newIdleMetrics(reg prometheus.Registerer) (*idleMetrics, error) {
+func newIdleMetrics(reg prometheus.Registerer) *idleMetrics {
 	m := &idleMetrics{
 		evicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_destinations_evicted_total", Help: "Idle destinations dropped from the flusher's memory (delivery.idle_evict)."}),
 		loads:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_cursor_loads_total", Help: "Statements loading the cursors of destinations new to the flusher's memory (one per group of fetched messages)."}),
 	}
-	for _, c := range []prometheus.Collector{m.evicted, m.loads} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, err
-			}
-		}
-	}
-	return m, nil
+	m.evicted = telemetry.MustRegister(reg, m.evicted)
+	m.loads = telemetry.MustRegister(reg, m.loads)
+	return m
 }
 
 // sweepIdleLocked evicts the destinations idle for delivery.idle_evict; it

@@ -35,7 +35,6 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -45,6 +44,7 @@ import (
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/shared/state"
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 // Lifecycle states as DestinationStatus.State shows them; they win over
@@ -61,20 +61,14 @@ type lifecycleMetrics struct {
 	heldNaks prometheus.Counter
 }
 
-func newLifecycleMetrics(reg prometheus.Registerer) (*lifecycleMetrics, error) {
+func newLifecycleMetrics(reg prometheus.Registerer) *lifecycleMetrics {
 	m := &lifecycleMetrics{
 		retired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_retired_messages_total", Help: "Destination slices of ROUTED messages discarded because their destination is retired."}),
 		heldNaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_held_naks_total", Help: "Destination slices of paused or drained destinations nak'd (with a long delay) because their buffer is full or memory is short."}),
 	}
-	for _, c := range []prometheus.Collector{m.retired, m.heldNaks} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, err
-			}
-		}
-	}
-	return m, nil
+	m.retired = telemetry.MustRegister(reg, m.retired)
+	m.heldNaks = telemetry.MustRegister(reg, m.heldNaks)
+	return m
 }
 
 // heldLocked reports whether d must not be flushed (paused or drained).

@@ -13,8 +13,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -38,18 +36,21 @@ type Cursors interface {
 	LoadSome(ctx context.Context, partition int, destinations []string) (map[string]proto.Position, error)
 }
 
-// Leases is what delivery needs of state.Leases.
+// Leases is what delivery needs of state.Leases: all of its lease and
+// server-clock knowledge goes through it.
 type Leases interface {
 	Acquire(ctx context.Context, name, holder string, ttl time.Duration) (state.Lease, bool, error)
 	Renew(ctx context.Context, l state.Lease, ttl time.Duration) (state.Lease, error)
 	Release(ctx context.Context, l state.Lease) error
 	List(ctx context.Context, prefix string) ([]state.Lease, error)
+	Held(ctx context.Context, l state.Lease) (bool, error)
+	HeldMany(ctx context.Context, leases []state.Lease) (map[state.LeaseKey]bool, error)
+	Now(ctx context.Context) (time.Time, error)
 }
 
 // Deps is what a Manager needs.
 type Deps struct {
 	JS      jetstream.JetStream
-	Pool    *pgxpool.Pool // state database (server clock for membership)
 	Store   packstore.Store
 	Cursors Cursors
 	Leases  Leases
@@ -119,14 +120,6 @@ type dest struct {
 	idleSince time.Time // idle.go: when the sweep first saw it idle
 }
 
-func (d *dest) heldMsgs() int {
-	n := len(d.c.Live())
-	if f := d.c.Inflight(); f != nil {
-		n += len(f.Items)
-	}
-	return n
-}
-
 // part is one owned partition: its protocol state (lease term, lost,
 // seeded, read epoch) is the core's.
 type part struct {
@@ -148,24 +141,21 @@ type part struct {
 
 // Manager is the flusher engine.
 type Manager struct {
-	cfg        config.Config
-	dc         config.Delivery
-	js         jetstream.JetStream
-	pool       *pgxpool.Pool
-	store      packstore.Store
-	cursors    Cursors
-	leases     Leases
-	log        *slog.Logger
-	mem        memory.Allocator
-	dlq        *natsx.DeadLetter
-	id         string
-	m          *metrics
-	ackWait    time.Duration
-	qLeaseLive string
+	cfg     config.Config
+	dc      config.Delivery
+	js      jetstream.JetStream
+	store   packstore.Store
+	cursors Cursors
+	leases  Leases
+	log     *slog.Logger
+	mem     memory.Allocator
+	settler *natsx.Settler // the classifier of messages that cannot be parsed
+	id      string
+	m       *metrics
+	ackWait time.Duration
 	// group commit (group.go)
-	commitQ     chan *flushJob
-	pub         *natsx.Publisher
-	qLeasesLive string
+	commitQ chan *flushJob
+	pub     *natsx.Publisher
 	// segments (segment.go): this process's writer token and ordinal
 	segOnce   sync.Once
 	segWriter string
@@ -247,37 +237,26 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 	}
 	dc := cfg.Delivery
 	m := &Manager{
-		cfg: cfg, dc: dc, js: deps.JS, pool: deps.Pool, store: deps.Store,
+		cfg: cfg, dc: dc, js: deps.JS, store: deps.Store,
 		cursors: deps.Cursors, leases: deps.Leases, log: deps.Log.With("flusher", deps.ID),
-		mem: deps.Mem, dlq: natsx.NewDeadLetter(deps.JS, "flusher"), id: deps.ID,
+		mem: deps.Mem, id: deps.ID,
 		ackWait: AckWait(dc), dests: map[string]*dest{}, parts: map[int]*part{},
 		rowsTarget: int64(dc.FlushRows), states: deps.States, overdue: map[*dest]time.Time{},
 	}
+	m.settler = natsx.NewSettler(natsx.SettleOptions{Stage: "flusher", DLQ: natsx.NewDeadLetter(deps.JS, "flusher"), Log: m.log})
 	m.cond = sync.NewCond(&m.mu)
 	m.commitQ = make(chan *flushJob, commitQueue)
 	m.pub = natsx.NewPublisher(deps.JS, commitBatchMax)
 	m.pub.AckTimeout = 10 * time.Second
-	m.qLeasesLive = `SELECT l.name, l.holder, l.term FROM ` + pgx.Identifier{cfg.State.Schema, "leases"}.Sanitize() + ` l
-		JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS k(name, holder, term)
-		  ON l.name = k.name AND l.holder = k.holder AND l.term = k.term
-		WHERE l.expires_at > now()`
-	m.qLeaseLive = `SELECT EXISTS (SELECT 1 FROM ` + pgx.Identifier{cfg.State.Schema, "leases"}.Sanitize() +
-		` WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`
 	var err error
 	if dir := os.Getenv(CoreTraceEnv); dir != "" {
 		if m.trace, err = openCoreTrace(dir, m.id); err != nil {
 			return nil, fmt.Errorf("creating flusher: %w", err)
 		}
 	}
-	if m.m, err = newMetrics(deps.Metrics); err != nil {
-		return nil, fmt.Errorf("creating flusher: %w", err)
-	}
-	if m.lcm, err = newLifecycleMetrics(deps.Metrics); err != nil {
-		return nil, fmt.Errorf("creating flusher: %w", err)
-	}
-	if m.im, err = newIdleMetrics(deps.Metrics); err != nil {
-		return nil, fmt.Errorf("creating flusher: %w", err)
-	}
+	m.m = newMetrics(deps.Metrics)
+	m.lcm = newLifecycleMetrics(deps.Metrics)
+	m.im = newIdleMetrics(deps.Metrics)
 	return m, nil
 }
 
@@ -654,12 +633,4 @@ func (m *Manager) mutants() core.Mutant {
 		}
 	}
 	return mut
-}
-
-// Unsafe switches safety rules off for process-level negative-control tests
-// only: scalarMax makes the cursor the max flushed position (ignoring what
-// is still pending), dropRedelivered acks redelivered messages at or below
-// the cursor without flushing them. Together they lose changes.
-func (m *Manager) Unsafe(scalarMax, dropRedelivered bool) {
-	m.scalarMaxCursor, m.dropRedelivered = scalarMax, dropRedelivered
 }

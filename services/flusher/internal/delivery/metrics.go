@@ -1,9 +1,9 @@
 package delivery
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 type metrics struct {
@@ -27,7 +27,7 @@ type metrics struct {
 	segmentDests                prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		bufferedRows:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_buffered_rows", Help: "Rows buffered (live and in flight) across destinations."}),
 		bufferedBytes:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_flusher_buffered_bytes", Help: "Bytes buffered (live and in flight) across destinations."}),
@@ -50,13 +50,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		filesWritten:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_files_written_total", Help: "Files (segments) written to the pack store: one per table and schema per group commit, one per destination and table on the one-at-a-time path."}),
 		segmentDests:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_segment_destinations", Help: "Destinations held by one written segment.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
 	}
-	for _, c := range []prometheus.Collector{m.bufferedRows, m.bufferedBytes, m.destinations, m.oldestBuffer, m.ownedPartitions, m.triggers, m.flushes, m.flushDuration, m.packBytes, m.packRows, m.flushedRows, m.fetchPaused, m.deadLetters, m.redelivered, m.discarded, m.inProgress, m.cursorLag, m.groupSize, m.filesWritten, m.segmentDests} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, err
-			}
-		}
-	}
-	return m, nil
+	// telemetry.MustRegister: a collector already registered (a manager
+	// restarted on the same registry) is the one samples land on.
+	m.bufferedRows = telemetry.MustRegister(reg, m.bufferedRows)
+	m.bufferedBytes = telemetry.MustRegister(reg, m.bufferedBytes)
+	m.destinations = telemetry.MustRegister(reg, m.destinations)
+	m.oldestBuffer = telemetry.MustRegister(reg, m.oldestBuffer)
+	m.ownedPartitions = telemetry.MustRegister(reg, m.ownedPartitions)
+	m.triggers = telemetry.MustRegister(reg, m.triggers)
+	m.flushes = telemetry.MustRegister(reg, m.flushes)
+	m.flushDuration = telemetry.MustRegister(reg, m.flushDuration)
+	m.packBytes = telemetry.MustRegister(reg, m.packBytes)
+	m.packRows = telemetry.MustRegister(reg, m.packRows)
+	m.flushedRows = telemetry.MustRegister(reg, m.flushedRows)
+	m.fetchPaused = telemetry.MustRegister(reg, m.fetchPaused)
+	m.deadLetters = telemetry.MustRegister(reg, m.deadLetters)
+	m.redelivered = telemetry.MustRegister(reg, m.redelivered)
+	m.discarded = telemetry.MustRegister(reg, m.discarded)
+	m.inProgress = telemetry.MustRegister(reg, m.inProgress)
+	m.cursorLag = telemetry.MustRegister(reg, m.cursorLag)
+	m.groupSize = telemetry.MustRegister(reg, m.groupSize)
+	m.filesWritten = telemetry.MustRegister(reg, m.filesWritten)
+	m.segmentDests = telemetry.MustRegister(reg, m.segmentDests)
+	return m
 }

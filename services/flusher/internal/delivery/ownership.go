@@ -130,20 +130,9 @@ func (m *Manager) partitionLost(p *part, l state.Lease) {
 	cancel()
 }
 
-// serverNow is the state database's clock: lease liveness is never judged
-// by the local clock.
-func (m *Manager) serverNow(ctx context.Context) (time.Time, error) {
-	var now time.Time
-	if m.pool == nil {
-		return now, errors.New("no state pool")
-	}
-	err := m.pool.QueryRow(ctx, "SELECT now()").Scan(&now)
-	return now, err
-}
-
 func (m *Manager) rebalance(ctx context.Context) error {
 	listed := time.Now()
-	now, err := m.serverNow(ctx)
+	now, err := m.leases.Now(ctx) // lease liveness is never judged by the local clock
 	if err != nil {
 		return fmt.Errorf("reading the server clock: %w", err)
 	}

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/natsotel"
+	"github.com/sluice-cdc/sluice/shared/natsx"
 )
 
 const (
@@ -87,13 +87,10 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		}
 		paused = false
 		m.settle(ctx, p)
-		// FetchMaxWait, not a FetchContext: when a fetch's context ends,
-		// nats.go drops the messages the server already sent for it (they
-		// stay ack-pending until AckWait, hours). With a server-side expiry
-		// the client waits a second longer for the last ones. A loaded
-		// machine lost hundreds of messages per 10,000 that way
-		// (BenchmarkFanout stalled). Shutdown waits for the fetch (<1.5s).
-		batch, err := p.cons.Fetch(min(room, fetchBatch), jetstream.FetchMaxWait(fetchWait))
+		// natsx.Fetch: a server-side expiry, never a FetchContext, which
+		// strands messages until AckWait. Shutdown waits for the open fetch
+		// (under fetchWait + 1s).
+		batch, err := natsx.Fetch(p.cons, min(room, fetchBatch), fetchWait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -125,8 +122,7 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 			}
 			m.receiveGroup(ctx, p, group, gen)
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil &&
-			!errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+		if err := natsx.FetchErr(batch); err != nil && ctx.Err() == nil {
 			m.log.Debug("fetch ended", "partition", p.id, "error", err)
 		}
 	}
@@ -393,14 +389,11 @@ func (m *Manager) destLocked(p *part, name string) *dest {
 	return d
 }
 
+// deadLetter settles a message that cannot be parsed as permanent: its
+// dead letter stored, then terminated (naked with backoff if storing
+// failed).
 func (m *Manager) deadLetter(ctx context.Context, msg jetstream.Msg, reason error) {
-	m.m.deadLetters.Inc()
-	if err := m.dlq.Send(ctx, msg, reason); err != nil {
-		// Not dead-lettered: leave it for redelivery.
-		m.log.Warn("dead-lettering failed", "subject", msg.Subject(), "error", err)
-		_ = msg.NakWithDelay(time.Second)
-		return
+	if m.settler.Settle(ctx, msg, natsx.Permanent(reason)) == natsx.OutcomeTerm {
+		m.m.deadLetters.Inc()
 	}
-	m.log.Warn("message dead-lettered", "subject", msg.Subject(), "reason", reason)
-	_ = msg.TermWithReason(reason.Error())
 }

@@ -1,86 +1,22 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sluice-cdc/sluice/proto"
 	cfgpkg "github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/packstore"
+	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
 )
 
-// startS3 runs a real S3-compatible server (versitygw, the binary
-// deploy/fetch-s3server.sh builds, as shared/packstore's S3 tests do) for
-// the life of the test and opens a store on it.
+// startS3 opens a store on a real S3-compatible server (versitygw, as
+// shared/packstore's S3 tests use) for the life of the test.
 func startS3(t testing.TB) *packstore.S3Store {
 	t.Helper()
-	bin := os.Getenv("SLUICE_S3SERVER")
-	if bin == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		bin = filepath.Join(cache, "sluice", "bin", "versitygw-v1.8.0")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("no S3 server binary at %s: run deploy/fetch-s3server.sh (make test does) or set SLUICE_S3SERVER", bin)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	data, iam := filepath.Join(dir, "data"), filepath.Join(dir, "iam")
-	for _, d := range []string{data, iam} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	access, secret := "sluicetest", fmt.Sprintf("sluice-test-secret-%d", time.Now().UnixNano())
-	cmd := exec.Command(bin, "--port", addr, "--iam-dir", iam, "posix", data)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+access, "ROOT_SECRET_KEY="+secret)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	waitFor(t, 20*time.Second, "the S3 server answering", func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("S3 server exited: %s", out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + addr + "/")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return true
-	})
-	st, err := packstore.OpenS3(context.Background(), packstore.S3Options{
-		Endpoint: "http://" + addr, Bucket: "packs", Prefix: "run", AccessKey: access, SecretKey: secret, CreateBucket: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return pt.StartS3Server(t).Open(t, "packs")
 }
 
 // On S3 (no batch write) a group commit writes one segment per table with

@@ -189,7 +189,7 @@ func (s *session) loop(ctx context.Context) error {
 		}
 		now := time.Now()
 		if !now.Before(nextStatus) {
-			if err := s.status(false); err != nil {
+			if err := s.status(); err != nil {
 				return err
 			}
 			nextStatus = now.Add(s.o.StatusInterval)
@@ -254,7 +254,7 @@ func (s *session) loop(ctx context.Context) error {
 					s.observeIdle(proto.LSN(ka.ServerWALEnd), time.Now())
 				}
 				if ka.ReplyRequested {
-					if err := s.status(true); err != nil {
+					if err := s.status(); err != nil {
 						return err
 					}
 				}
@@ -285,7 +285,7 @@ func (s *session) serverAt(l proto.LSN) {
 }
 
 // status sends the prefix-complete confirmed LSN in write, flush and apply.
-func (s *session) status(reply bool) error {
+func (s *session) status() error {
 	c := proto.LSN(s.tracker.Confirmed())
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pglogrepl.LSN(c), WALFlushPosition: pglogrepl.LSN(c), WALApplyPosition: pglogrepl.LSN(c),
@@ -293,7 +293,6 @@ func (s *session) status(reply bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: sending standby status: %w", ErrReplication, err)
 	}
-	_ = reply
 	s.sent = c
 	if s.o.OnConfirm != nil {
 		s.o.OnConfirm(c)
@@ -329,7 +328,7 @@ func (s *session) send(ctx context.Context, o Out) error {
 			break
 		}
 		s.o.Metrics.Blocked.Inc()
-		if err := s.status(false); err != nil {
+		if err := s.status(); err != nil {
 			return err
 		}
 	}

@@ -1,9 +1,9 @@
 package route
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 // Outcomes of sluice_router_batches_total.
@@ -95,36 +95,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12),
 		}),
 	}
-	if reg == nil {
-		return m
-	}
-	m.batches = register(reg, m.batches)
-	m.rows = register(reg, m.rows)
-	m.dests = register(reg, m.dests)
-	m.msgsPerBatch = register(reg, m.msgsPerBatch)
-	m.mutations = register(reg, m.mutations)
-	m.moveOuts = register(reg, m.moveOuts)
-	m.deadRows = register(reg, m.deadRows)
-	m.deadLetters = register(reg, m.deadLetters)
-	m.dropped = register(reg, m.dropped)
-	m.published = register(reg, m.published)
-	m.retired = register(reg, m.retired)
-	m.splitSeconds = register(reg, m.splitSeconds)
-	m.encodeSeconds = register(reg, m.encodeSeconds)
-	m.batchSeconds = register(reg, m.batchSeconds)
+	// telemetry.MustRegister: a collector already registered (a router
+	// restarted on the same registry) is the one samples land on.
+	m.batches = telemetry.MustRegister(reg, m.batches)
+	m.rows = telemetry.MustRegister(reg, m.rows)
+	m.dests = telemetry.MustRegister(reg, m.dests)
+	m.msgsPerBatch = telemetry.MustRegister(reg, m.msgsPerBatch)
+	m.mutations = telemetry.MustRegister(reg, m.mutations)
+	m.moveOuts = telemetry.MustRegister(reg, m.moveOuts)
+	m.deadRows = telemetry.MustRegister(reg, m.deadRows)
+	m.deadLetters = telemetry.MustRegister(reg, m.deadLetters)
+	m.dropped = telemetry.MustRegister(reg, m.dropped)
+	m.published = telemetry.MustRegister(reg, m.published)
+	m.retired = telemetry.MustRegister(reg, m.retired)
+	m.splitSeconds = telemetry.MustRegister(reg, m.splitSeconds)
+	m.encodeSeconds = telemetry.MustRegister(reg, m.encodeSeconds)
+	m.batchSeconds = telemetry.MustRegister(reg, m.batchSeconds)
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same name (a router restarted on the same registry).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }
