@@ -24,7 +24,7 @@ import (
 // message from anyone else in the stream fails its next publish.
 type chainedPublisher struct {
 	js   jetstream.JetStream
-	last string
+	last uint64 // the stream sequence of its last publish (the reader's chain)
 }
 
 func (p *chainedPublisher) publish(ctx context.Context, t *testing.T, rows []packstoretest.Row) (string, error) {
@@ -46,13 +46,14 @@ func (p *chainedPublisher) publish(ctx context.Context, t *testing.T, rows []pac
 	msg.Header.Set(proto.HeaderLast, last.String())
 	msg.Data = body
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
-	if p.last != "" {
-		opts = append(opts, jetstream.WithExpectLastMsgID(p.last))
+	if p.last != 0 {
+		opts = append(opts, jetstream.WithExpectLastSequence(p.last))
 	}
-	if _, err := p.js.PublishMsg(ctx, msg, opts...); err != nil {
+	ack, err := p.js.PublishMsg(ctx, msg, opts...)
+	if err != nil {
 		return id, err
 	}
-	p.last = id
+	p.last = ack.Sequence
 	return id, nil
 }
 
