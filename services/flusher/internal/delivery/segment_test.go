@@ -379,7 +379,7 @@ func TestSegmentEncodeFailureOfOneDestination(t *testing.T) {
 // encode, sending the whole group down the one-destination path.
 func TestGroupSegmentsOnePartPerDestination(t *testing.T) {
 	e := newEnv(t, nil)
-	m, err := New(e.cfg, Deps{JS: e.js, Pool: e.pool, Store: e.store,
+	m, err := New(e.cfg, Deps{JS: e.js, Store: e.store,
 		Cursors: state.NewCursors(e.pool, e.cfg.State.Schema), Leases: state.NewLeases(e.pool, e.cfg.State.Schema),
 		Metrics: prometheus.NewRegistry(), ID: "seg-dup"})
 	if err != nil {
