@@ -13,7 +13,7 @@
 //   - Latency: 5,000 rows/s offered for SLUICE_BENCH_LATENCY (default 30s)
 //     as a 500-row transaction every 100 ms; each commit's LSN is taken
 //     right after it commits, and it is visible when the latest snapshot's
-//     through_lsn reaches it (polled every 25 ms on the HTTP API).
+//     through_lsn reaches it (polled every 100 ms on the HTTP API: pollEvery).
 //   - Per case: rss is the flusher process's VmHWM (`sluice dev` is a new
 //     process per case, so it is the case's peak; SLUICE_BENCH_MODE=multi:
 //     the largest flusher's); files/s is sluice_flusher_files_written_total
