@@ -20,6 +20,11 @@
 //     over the throughput phase (files counted in the store when the metric
 //     is absent); msgs/batch is sluice_router_messages_published_total per
 //     routed change batch over the same phase.
+//   - CPU: cpu-ms/krow is the pipeline processes' user + system CPU
+//     (/proc/<pid>/stat, chDB's threads included) per 1,000 rows of the
+//     throughput phase; cores is their CPU per second of the latency phase.
+//     Unlike rows/s and latency these do not depend on what else the
+//     machine runs, so they compare runs made at different loads.
 //   - SLUICE_BENCH_TENANTS (default 10,1000,10000,100000) picks the tenant
 //     counts;
 //     SLUICE_BENCH_BUDGET (default 3m) bounds the wait for the throughput
