@@ -78,7 +78,7 @@ type Catalog struct {
 	// noRemovalCheck lets PublishReplace remove what the latest snapshot
 	// does not hold (negative control of TestReplaceRefusesNonMember).
 	noRemovalCheck bool
-	noStaging          bool // read every pack in place (see stage.go)
+	noStaging      bool // read every pack in place (see stage.go)
 
 	// What the last publish read back (guarded by pubMu): the highest
 	// version claimed or published.
