@@ -44,12 +44,23 @@ func (c *Catalog) Indexed(ctx context.Context, keys []PackKey) (map[PackKey]bool
 		for i, k := range chunk {
 			tuples[i] = "(" + quote(k.StoreID) + ", " + quote(k.PackID) + ")"
 		}
-		res, err := c.conn.Query(ctx, "SELECT DISTINCT store_id, pack_id FROM "+ident(c.n.packs())+" WHERE (store_id, pack_id) IN ("+strings.Join(tuples, ", ")+")"+c.limits.settings())
+		// One row whatever matches (an aggregate without GROUP BY): the
+		// usual answer is "none of them", and on chDB an empty result costs
+		// a second statement for its header (chdb.Conn.Query).
+		res, err := c.conn.Query(ctx, "SELECT groupUniqArray((store_id, pack_id)) FROM "+ident(c.n.packs())+" WHERE (store_id, pack_id) IN ("+strings.Join(tuples, ", ")+")"+c.limits.settings())
 		if err != nil {
 			return nil, fmt.Errorf("reading pack inventory: %w", err)
 		}
-		for _, r := range res.Rows {
-			out[PackKey{asString(r[0]), asString(r[1])}] = true
+		if len(res.Rows) != 1 {
+			return nil, fmt.Errorf("reading pack inventory: %w", errNoRows)
+		}
+		found, _ := res.Rows[0][0].([]any)
+		for _, k := range found {
+			t, _ := k.([]any)
+			if len(t) != 2 {
+				return nil, fmt.Errorf("reading pack inventory: unexpected key %v", k)
+			}
+			out[PackKey{asString(t[0]), asString(t[1])}] = true
 		}
 	}
 	return out, nil

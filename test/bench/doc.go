@@ -13,13 +13,18 @@
 //   - Latency: 5,000 rows/s offered for SLUICE_BENCH_LATENCY (default 30s)
 //     as a 500-row transaction every 100 ms; each commit's LSN is taken
 //     right after it commits, and it is visible when the latest snapshot's
-//     through_lsn reaches it (polled every 25 ms on the HTTP API).
+//     through_lsn reaches it (polled every 100 ms on the HTTP API: pollEvery).
 //   - Per case: rss is the flusher process's VmHWM (`sluice dev` is a new
 //     process per case, so it is the case's peak; SLUICE_BENCH_MODE=multi:
 //     the largest flusher's); files/s is sluice_flusher_files_written_total
 //     over the throughput phase (files counted in the store when the metric
 //     is absent); msgs/batch is sluice_router_messages_published_total per
 //     routed change batch over the same phase.
+//   - CPU: cpu-ms/krow is the pipeline processes' user + system CPU
+//     (/proc/<pid>/stat, chDB's threads included) per 1,000 rows of the
+//     throughput phase; cores is their CPU per second of the latency phase.
+//     Unlike rows/s and latency these do not depend on what else the
+//     machine runs, so they compare runs made at different loads.
 //   - SLUICE_BENCH_TENANTS (default 10,1000,10000,100000) picks the tenant
 //     counts;
 //     SLUICE_BENCH_BUDGET (default 3m) bounds the wait for the throughput

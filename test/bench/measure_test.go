@@ -22,6 +22,10 @@ type counters struct {
 	published     float64 // sluice_router_messages_published_total
 	filesWritten  float64 // sluice_flusher_files_written_total, or pack files counted in the store
 	filesCounted  bool    // filesWritten counts store files (no metric)
+	// cpu is the CPU time (user + system) the pipeline's processes have
+	// used, chDB's threads included: unlike wall time it does not depend
+	// on what else the machine runs.
+	cpu time.Duration
 }
 
 // sample reads the counters of p; dir is the pipeline's directory (its pack
@@ -31,6 +35,7 @@ func sample(ctx context.Context, p kit.Pipeline, dir string) counters {
 	haveFiles := false
 	hc := &http.Client{Timeout: 10 * time.Second}
 	for _, proc := range p.Services() {
+		c.cpu += cpuTime(proc.Pid())
 		base, ok := strings.CutSuffix(proc.Ready, "/healthz")
 		if !ok {
 			continue
@@ -131,4 +136,36 @@ func vmHWM(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times (100 on
+// every Linux architecture Go supports).
+const clockTicks = 100
+
+// cpuTime is the user plus system CPU time of process pid (0 when unknown).
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is parenthesised and may hold spaces:
+	// count fields after its closing parenthesis (utime, stime are fields
+	// 14 and 15, so the 12th and 13th after it).
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(u+st) * time.Second / clockTicks
 }

@@ -595,17 +595,21 @@ func (m *Manager) keepAlive(ctx context.Context) {
 		now := time.Now()
 		var touch []jetstream.Msg
 		m.mu.Lock()
-		for _, d := range m.dests {
-			items := d.c.Live()
-			if f := d.c.Inflight(); f != nil {
-				items = append(slices.Clip(items), f.Items...)
-			}
+		visit := func(items []*item) {
 			for _, it := range items {
 				// Once per message, whatever the number of its slices.
 				if now.Sub(it.m.touched) >= m.ackWait/2 {
 					it.m.touched = now
 					touch = append(touch, it.m.msg)
 				}
+			}
+		}
+		for _, d := range m.dests {
+			// The live and in-flight items apart: joining them copied every
+			// destination's items on every pass.
+			visit(d.c.Live())
+			if f := d.c.Inflight(); f != nil {
+				visit(f.Items)
 			}
 		}
 		m.mu.Unlock()

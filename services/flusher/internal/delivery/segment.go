@@ -106,7 +106,7 @@ func (m *Manager) resolveParts(job *flushJob) (parts []resolvedPart, heldBytes i
 			same := []*item{items[0]}
 			var rest []*item
 			for _, it := range items[1:] {
-				if it.rec.Schema().Equal(items[0].rec.Schema()) {
+				if sameSchema(it.rec.Schema(), items[0].rec.Schema()) {
 					same = append(same, it)
 				} else {
 					rest = append(rest, it)
@@ -217,7 +217,7 @@ func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 			// committer) goes to another segment.
 			name := job.d.name
 			for _, c := range byKey[kk] {
-				if len(c.members) < segmentMaxDests && !c.dests[name] && c.schema.Equal(p.rec.Schema()) {
+				if len(c.members) < segmentMaxDests && !c.dests[name] && sameSchema(c.schema, p.rec.Schema()) {
 					g = c
 					break
 				}
@@ -342,3 +342,8 @@ func (m *Manager) written(s *segment) *segOut {
 	s.data = nil
 	return s.out
 }
+
+// sameSchema is a.Equal(b), answered by identity first: the slices of one
+// message share its schema, and at 10,000 destinations the field-by-field
+// comparison (metadata included) was 4% of the process's CPU.
+func sameSchema(a, b *arrow.Schema) bool { return a == b || a.Equal(b) }

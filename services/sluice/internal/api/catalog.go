@@ -26,6 +26,19 @@ func (r CatalogReads) Snapshots(ctx context.Context, q SnapshotsQuery) (Snapshot
 	return SnapshotsPage{Snapshots: out, Next: next}, nil
 }
 
+// Newest returns the newest published snapshot (nil when none is), in one
+// statement (catalog.Newest).
+func (r CatalogReads) Newest(ctx context.Context) (*Snapshot, error) {
+	s, err := r.C.Newest(ctx)
+	if errors.Is(err, catalog.ErrNoSnapshot) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Version: s.Version, PublishedAt: s.PublishedAt, ThroughLSN: s.Through, Packs: int64(s.Packs), Pinned: s.Pinned, PinReason: s.PinReason}, nil
+}
+
 // Rows reads one page.
 func (r CatalogReads) Rows(ctx context.Context, q RowsQuery) (RowsPage, error) {
 	p, err := r.C.Read(ctx, catalog.ReadRequest{
