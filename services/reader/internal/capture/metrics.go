@@ -27,6 +27,7 @@ type Metrics struct {
 	Claims         prometheus.Counter     // values carried by reference
 	ClaimBytes     prometheus.Counter     // their bytes
 	Splits         prometheus.Counter     // batches split because their encoding exceeded nats.max_payload
+	Clears         prometheus.Counter     // clears published (TRUNCATE, end of a resync)
 }
 
 // NewMetrics creates and registers the metrics on reg (nil: unregistered;
@@ -52,6 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Claims:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claims_total", Help: "Values over reader.max_inline_value carried by reference through the pack store."})),
 		ClaimBytes:     telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claim_bytes_total", Help: "Bytes of the values carried by reference."})),
 		Splits:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_batch_splits_total", Help: "Batches split in two because their encoding exceeded nats.max_payload."})),
+		Clears:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_clears_total", Help: "Clears published to CHANGES: one per table a TRUNCATE named, one per finished resync."})),
 	}
 	return m
 }
