@@ -28,6 +28,8 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		return nil
 	}
 	if t.halted {
+		r.Columns = slices.Clone(r.Columns)
+		t.pendingRel = &r
 		return nil
 	}
 	if t.info.OID != 0 && r.ID != t.info.OID {
