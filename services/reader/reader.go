@@ -77,6 +77,7 @@ type Reader struct {
 	// (a test changes a row of the chunk inside the window there).
 	beforeHighWatermark func(table string, rows [][][]byte)
 	afterChunk          func(id, chunks int64) // after a chunk is persisted
+	lastSchema          *batch.Schema          // of the resync's last chunk (the resync worker's own)
 }
 
 // Status is the reader's state for `sluice status` and /api/v1/status.

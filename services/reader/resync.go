@@ -269,6 +269,7 @@ func (r *Reader) copyChunk(ctx context.Context, conn *pgx.Conn, src *pgxpool.Poo
 	}
 	select {
 	case res = <-c.Done():
+		r.lastSchema = c.Schema()
 		return res, last, read, nil
 	case <-ctx.Done():
 		return res, nil, 0, ctx.Err()
@@ -361,6 +362,7 @@ func textParams(args []string) [][]byte {
 func (r *Reader) endResync(ctx context.Context, src *pgxpool.Pool, t source.Table, value *string, bound proto.LSN) (proto.LSN, error) {
 	for {
 		c := r.resync.Register(&capture.Chunk{Token: uuid.NewString(), Table: t.Name, End: true, Value: value, Bound: proto.Position{LSN: bound}})
+		c.SetRows(r.lastSchema, nil, "")
 		if _, err := r.emitMark(ctx, src, c.Token, capture.MarkEnd); err != nil {
 			r.resync.Forget(c)
 			return 0, err

@@ -121,6 +121,23 @@ func (m *Manager) receiveGroup(ctx context.Context, p *part, msgs []jetstream.Ms
 			m.deadLetter(ctx, msg, err)
 			continue
 		}
+		parsed := its
+		if its, err = m.expandClear(ctx, p, parsed); err != nil {
+			for _, it := range parsed {
+				it.rec.Release()
+			}
+			if errors.Is(err, ErrBadMessage) {
+				m.deadLetter(ctx, msg, err)
+			} else {
+				m.log.Warn("expanding a clear; the message will be redelivered", "partition", p.id, "error", err)
+				_ = msg.NakWithDelay(time.Second)
+			}
+			continue
+		}
+		if its == nil {
+			ackEmptyClear(parsed)
+			continue
+		}
 		groups = append(groups, its)
 	}
 	if !m.loadCursors(ctx, p, groups) {

@@ -18,6 +18,7 @@ type metrics struct {
 	flushedRows                 prometheus.Counter
 	fetchPaused                 prometheus.Counter
 	deadLetters                 prometheus.Counter
+	clearSlices                 prometheus.Counter
 	redelivered                 prometheus.Counter
 	discarded                   prometheus.Counter
 	inProgress                  prometheus.Counter
@@ -42,6 +43,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		flushedRows:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_flushed_rows_total", Help: "Input rows flushed."}),
 		fetchPaused:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_fetch_paused_total", Help: "Times a partition stopped fetching for backpressure."}),
 		deadLetters:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_dead_letters_total", Help: "Messages dead-lettered."}),
+		clearSlices:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_clear_slices_total", Help: "Clear rows buffered for the destinations of a table-wide clear (one per destination of the partition)."}),
 		redelivered:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_redelivered_total", Help: "Redelivered messages buffered again."}),
 		discarded:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_stale_reads_discarded_total", Help: "Fetched messages discarded (nak'd) because their destination failed meanwhile (epoch check) or they arrived past the partition's local lease deadline."}),
 		inProgress:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_in_progress_acks_total", Help: "In-progress acks sent for buffered messages."}),
@@ -50,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		filesWritten:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_files_written_total", Help: "Files (segments) written to the pack store: one per table and schema per group commit, one per destination and table on the one-at-a-time path."}),
 		segmentDests:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_flusher_segment_destinations", Help: "Destinations held by one written segment.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
 	}
-	for _, c := range []prometheus.Collector{m.bufferedRows, m.bufferedBytes, m.destinations, m.oldestBuffer, m.ownedPartitions, m.triggers, m.flushes, m.flushDuration, m.packBytes, m.packRows, m.flushedRows, m.fetchPaused, m.deadLetters, m.redelivered, m.discarded, m.inProgress, m.cursorLag, m.groupSize, m.filesWritten, m.segmentDests} {
+	for _, c := range []prometheus.Collector{m.bufferedRows, m.bufferedBytes, m.destinations, m.oldestBuffer, m.ownedPartitions, m.triggers, m.flushes, m.flushDuration, m.packBytes, m.packRows, m.flushedRows, m.fetchPaused, m.deadLetters, m.clearSlices, m.redelivered, m.discarded, m.inProgress, m.cursorLag, m.groupSize, m.filesWritten, m.segmentDests} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

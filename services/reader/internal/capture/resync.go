@@ -108,6 +108,13 @@ func (c *Chunk) SetRows(sc *batch.Schema, rows [][][]byte, snap string) {
 	c.mu.Unlock()
 }
 
+// Schema is the schema the chunk's rows were read with.
+func (c *Chunk) Schema() *batch.Schema {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.schema
+}
+
 // Done delivers the chunk's result once.
 func (c *Chunk) Done() <-chan ChunkResult { return c.done }
 
@@ -127,6 +134,9 @@ type Resyncer struct {
 	// NoHighWatermarkCheckForTest publishes every row of a chunk, even the
 	// ones the stream changed inside its window (a negative control).
 	NoHighWatermarkCheckForTest bool
+	// NoClearForTest ends a resync without its clear (a negative control:
+	// rows deleted at the source stay in the destination).
+	NoClearForTest bool
 }
 
 // NewResyncer returns an empty hand-over.
@@ -303,7 +313,7 @@ func (s *session) message(ctx context.Context, m pgoutput.Message) error {
 		if err := s.cut(ctx, t, s.clean); err != nil {
 			return err
 		}
-		if err := s.emitResyncClear(ctx, t, c.Value, c.Bound); err != nil {
+		if err := s.emitResyncClear(ctx, t, c); err != nil {
 			return err
 		}
 		c.finish(ChunkResult{HW: at})
@@ -311,15 +321,28 @@ func (s *session) message(ctx context.Context, m pgoutput.Message) error {
 	return nil
 }
 
-// emitResyncClear ends a resync: every row of the table (or of the one
-// routing value) older than bound that the resync did not re-copy and the
-// stream did not change since is hidden, so rows deleted at the source
-// before the resync leave the destination. It is the call site of the
-// clear primitive (an in-band clear of table, scope, bound); until that
-// primitive exists the resync ends upserted, not pruned.
-func (s *session) emitResyncClear(ctx context.Context, t *tableState, value *string, bound proto.Position) error {
-	_, _, _, _ = ctx, t, value, bound
-	return nil
+// emitResyncClear ends a resync with a clear (EmitClear) of the table, or
+// of the one routing value, at bound (the first chunk's LW): every row of
+// the scope older than bound that the resync did not re-copy and the stream
+// did not change since is hidden, so rows deleted at the source before the
+// resync leave the destination. A table the stream has sent no Relation
+// for in this session (no change since it started) takes the schema of the
+// resync's last chunk, the one its rows were published with.
+func (s *session) emitResyncClear(ctx context.Context, t *tableState, c *Chunk) error {
+	if t.schema == nil {
+		c.mu.Lock()
+		sc := c.schema
+		c.mu.Unlock()
+		if sc == nil {
+			return fmt.Errorf("%w: the end of the resync of %s carries no schema", ErrReplication, t.info.Name)
+		}
+		t.schema = sc
+		defer func() { t.schema = nil }()
+	}
+	if s.o.Resync.NoClearForTest {
+		return nil
+	}
+	return s.EmitClear(ctx, t.info.Name, c.Value, c.Bound)
 }
 
 // unhalt makes a halted table stream again (a resync's first LW): with the
