@@ -83,6 +83,17 @@ func (r *Reader) runResync(ctx context.Context, q *state.Resyncs, src *pgxpool.P
 	m.ResyncsRunning.WithLabelValues(t.Name).Set(1)
 	defer m.ResyncsRunning.WithLabelValues(t.Name).Set(0)
 	halted := r.state.Halted(t.Name) != ""
+	if halted {
+		// What halted it must be fixed first: the table as the source has
+		// it now passes the checks of a start (the message says what to run).
+		now, err := source.Describe(ctx, src, t.Name, t.Routing)
+		if err != nil {
+			return fmt.Errorf("%w: %s is halted (%s) and cannot stream again: %w", errResyncFailed, t.Name, r.state.Halted(t.Name), err)
+		}
+		if now.OID != t.OID {
+			return fmt.Errorf("%w: %s is another table than the one captured (relation %d, was %d): restart the reader to capture it, then resync it", errResyncFailed, t.Name, now.OID, t.OID)
+		}
+	}
 	if halted || req.Halted {
 		// The halt dropped the table's changes: the stream carries them
 		// again from the first chunk's LW on, in one session. A resync

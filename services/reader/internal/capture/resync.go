@@ -351,9 +351,15 @@ func (s *session) unhalt(ctx context.Context, t *tableState) error {
 	s.o.Log.Info("resync: the halted table streams again from the resync's first chunk", "table", t.info.Name)
 	t.halted = false
 	if rel := t.pendingRel; rel != nil {
+		// The latest Relation can predate the fix the operator made (a
+		// replica identity set right again sends a new one only with the
+		// table's next change); the worker checked the source's current
+		// identity before the resync started.
 		t.pendingRel = nil
 		t.schema, t.relCols = nil, nil
 		t.release()
+		t.identityChecked = true
+		defer func() { t.identityChecked = false }()
 		return s.relation(ctx, *rel)
 	}
 	if t.schema != nil && t.b == nil {

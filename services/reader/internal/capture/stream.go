@@ -94,6 +94,9 @@ type tableState struct {
 	window     *window            // a resync chunk between its LW and HW
 	xids       xidRing            // the table's last transactions
 	pendingRel *pgoutput.Relation // the latest Relation sent while halted (a resync makes it stream again)
+	// identityChecked: the resync that makes the table stream again checked
+	// its replica identity at the source (pendingRel can predate the fix).
+	identityChecked bool
 }
 
 // session is one replication connection's lifetime.
