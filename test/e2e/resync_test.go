@@ -1,17 +1,23 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-cdc/sluice/shared/pgtest"
@@ -312,4 +318,51 @@ func TestResyncRecoversHalt(t *testing.T) {
 	if rows, diffs := oracle(t, src, s, "public.rs_items", []string{"tenant_id", "id"}); len(diffs) > 0 {
 		t.Fatalf("after the resync, %d rows checked, %d differences:\n%s", rows, len(diffs), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
+}
+
+// TestResyncWaitOnATerminal: `sluice resync --wait` under a pseudo-terminal
+// draws a live progress bar (percent of the estimated rows, rows copied of
+// estimated, the rate and the time left) and exits 0 once a published
+// snapshot holds the resync.
+func TestResyncWaitOnATerminal(t *testing.T) {
+	src := &pg{t: t, dsn: pgtest.NewDB(t)}
+	src.exec(`CREATE TABLE public.rs_items (tenant_id text NOT NULL, id bigint NOT NULL, v bigint NOT NULL, PRIMARY KEY (tenant_id, id));
+		INSERT INTO public.rs_items SELECT 't' || (g % 5), g, g FROM generate_series(1, 20000) g; ANALYZE public.rs_items;`)
+	s := newSluice(t, src.dsn, []string{"public.rs_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=250")
+	defer artifacts(t, s.dev.Dir)
+	s.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
+	}
+	bin, err := kit.SluiceBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "resync", "--table", "public.rs_items", "--wait", "--server", s.server)
+	cmd.Env = append(os.Environ(), "TERM=xterm-256color")
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() { defer close(copied); _, _ = io.Copy(&out, tty) }()
+	werr := cmd.Wait()
+	<-copied
+	tty.Close()
+	screen := out.String()
+	if werr != nil {
+		t.Fatalf("sluice resync --wait: %v\n%s\n%s", werr, screen, s.tail())
+	}
+	// The bar redraws in place (\r); some frame shows progress under way.
+	bar := regexp.MustCompile(`resync 1 public\.rs_items: running, chunk \d+ +\d+% \|[^|]*\| \(\d+/\d+ rows, \d+ rows/s\) \[[^\]]+:[^\]]+\]`)
+	if !bar.MatchString(screen) {
+		t.Errorf("no progress bar frame with percent, rows of estimated, rate and ETA in:\n%q", screen)
+	}
+	if !strings.Contains(screen, "resync 1 published: snapshot") || !strings.Contains(screen, "20000 rows copied") {
+		t.Errorf("no end lines in:\n%q", screen)
+	}
+	t.Logf("frames: %d", strings.Count(screen, "\r"))
 }
