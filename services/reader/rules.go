@@ -11,4 +11,7 @@ type rules struct {
 	// unchained publishes without the Nats-Expected-Last-Msg-Id chain, the
 	// ordering guard that keeps acks in order.
 	unchained bool
+	// noHighWatermark publishes every row of a resync chunk, even those the
+	// stream changed inside the chunk's window (capture/resync.go).
+	noHighWatermark bool
 }

@@ -19,6 +19,10 @@ const (
 	// order and scalar-max confirms no more than the prefix; the control
 	// of rule 2 switches both off.
 	unsafeUnchainedEnv = "SLUICE_UNSAFE_UNCHAINED"
+	// unsafeNoHighWatermarkEnv, set to 1, switches a live resync's
+	// high-watermark check off: a chunk's rows that the stream changed
+	// inside its window are published anyway (stale over newer).
+	unsafeNoHighWatermarkEnv = "SLUICE_UNSAFE_NO_HIGH_WATERMARK"
 )
 
 // unsafeRules reads the switches.
@@ -31,6 +35,10 @@ func unsafeRules(log *slog.Logger) rules {
 	if os.Getenv(unsafeUnchainedEnv) == "1" {
 		r.unchained = true
 		log.Warn(unsafeUnchainedEnv + "=1: the reader publishes without the Nats-Expected-Last-Msg-Id chain; for negative-control tests only")
+	}
+	if os.Getenv(unsafeNoHighWatermarkEnv) == "1" {
+		r.noHighWatermark = true
+		log.Warn(unsafeNoHighWatermarkEnv + "=1: a live resync publishes the rows the stream changed inside a chunk's window and WILL read stale rows; for negative-control tests only")
 	}
 	return r
 }

@@ -110,6 +110,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			version     bigint NOT NULL)`,
 		`CREATE INDEX IF NOT EXISTS destination_states_version_idx ON ` + s + `.destination_states (version)`,
 	}
+	// The resync queue (resync.go): additive as well.
+	steps = append(steps, resyncsDDL(s)...)
 	for _, q := range steps {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return err

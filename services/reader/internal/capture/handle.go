@@ -60,6 +60,12 @@ func (s *session) handle(ctx context.Context, data []byte) error {
 			return nil
 		}
 		return s.apply(ctx, t)
+	case pgoutput.TypeMessage:
+		m, err := pgoutput.DecodeMessage(data)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrReplication, err)
+		}
+		return s.message(ctx, m)
 	case pgoutput.TypeTruncate:
 		tr, err := pgoutput.DecodeTruncate(data)
 		if err != nil {

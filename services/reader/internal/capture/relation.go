@@ -28,6 +28,8 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		return nil
 	}
 	if t.halted {
+		r.Columns = slices.Clone(r.Columns)
+		t.pendingRel = &r
 		return nil
 	}
 	if t.info.OID != 0 && r.ID != t.info.OID {
@@ -41,7 +43,7 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	// What a DELETE, and the old image of a move, carries is the replica
 	// identity: the routing column must be in it (checked at start; an ALTER
 	// TABLE ... REPLICA IDENTITY while sluice runs shows up here).
-	if r.Identity != 'f' && !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Key && c.Name == t.info.Routing }) {
+	if r.Identity != 'f' && !t.identityChecked && !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Key && c.Name == t.info.Routing }) {
 		if err := s.cut(ctx, t, s.clean); err != nil {
 			return err
 		}
