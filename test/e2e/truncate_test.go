@@ -96,7 +96,10 @@ func truncateRun(t *testing.T, env ...string) (kit.Report, *sluice) {
 	src.exec(`TRUNCATE public.tr_parent CASCADE`)
 	pause(3 * time.Second) // idle destinations (the old ones) are evicted meanwhile
 	lo := next.Add(40) - 40
+	// The locks first, in the load's order (parent, child): the TRUNCATE
+	// would otherwise take the child's after the insert took the parent's.
 	src.exec(fmt.Sprintf(`BEGIN;
+		LOCK TABLE public.tr_parent, public.tr_child IN ACCESS EXCLUSIVE MODE;
 		INSERT INTO public.tr_parent SELECT 'tx' || (g %% 5), g, nextval('public.tr_seq') FROM generate_series(%d, %d) g;
 		TRUNCATE public.tr_child, public.tr_parent RESTART IDENTITY;
 		INSERT INTO public.tr_parent SELECT 'tx' || (g %% 5), g, nextval('public.tr_seq') FROM generate_series(%d, %d) g;
