@@ -12,7 +12,7 @@ import (
 const (
 	SystemPrefix = "_sluice_"
 
-	ColOp         = "_sluice_op"          // int8: OpInsert, OpUpdate, OpDelete, OpMoveOut
+	ColOp         = "_sluice_op"          // int8: OpInsert, OpUpdate, OpDelete, OpMoveOut, OpClear
 	ColLSN        = "_sluice_lsn"         // uint64: commit LSN of the change's transaction
 	ColSeq        = "_sluice_seq"         // uint64: ordinal of the change in its transaction, from 1
 	ColCommitTime = "_sluice_commit_time" // timestamp[us, UTC]: commit time at the source
@@ -57,10 +57,29 @@ const (
 	// OpDelete; the router counts it as a routing mutation when the routing
 	// value differs from the paired row's.
 	OpMoveOut int8 = 4
+	// OpClear is a clear of the table in one destination (a TRUNCATE, or
+	// the end of a resync): its position (_sluice_lsn, _sluice_seq) is its
+	// bound P, and a snapshot holding it reads none of that destination's
+	// rows of the table at a position below P. Its key, routing and value
+	// columns are NULL, except the routing column of a clear scoped to one
+	// destination, which holds that destination's routing value. A row
+	// with this op is never a row of the table: resolution keeps it apart
+	// from every key, and reads take only its bound (docs/adr/0024).
+	OpClear int8 = 5
 )
+
+// ClearAllDestinations is the ColDestination value of a table-wide clear
+// on ROUTED: the router sends a clear whose routing value is NULL to every
+// partition under this name, and each partition's flusher turns it into one
+// clear row per destination it knows (in memory or by persisted cursor).
+// It is no valid destination name, so it never names a real one.
+const ClearAllDestinations = "*"
 
 // IsTombstone reports whether op removes the row.
 func IsTombstone(op int8) bool { return op == OpDelete || op == OpMoveOut }
+
+// IsClear reports whether op is a clear (OpClear), not a row of the table.
+func IsClear(op int8) bool { return op == OpClear }
 
 // IsSystemColumn reports whether name is reserved by sluice.
 func IsSystemColumn(name string) bool { return strings.HasPrefix(name, SystemPrefix) }

@@ -15,6 +15,12 @@ func ChangesMsgID(table string, first, last Position) string {
 	return "c:" + table + ":" + first.String() + ":" + last.String()
 }
 
+// ClearMsgID names a clear (OpClear) of table at pos on CHANGES: scope is
+// "" for every destination, else the one destination it clears.
+func ClearMsgID(table, scope string, pos Position) string {
+	return "x:" + table + ":" + pos.String() + ":" + scope
+}
+
 // TickMsgID names the reader's idle tick at lsn.
 func TickMsgID(lsn LSN) string { return "t:" + lsn.String() }
 

@@ -76,7 +76,9 @@ func DestinationRuns(rec arrow.RecordBatch) (runs []DestinationRun, col int, err
 			return nil, col, fmt.Errorf("destination %q is not contiguous (row %d)", d, i)
 		}
 		seen[d] = struct{}{}
-		if err := ValidateDestination(d); err != nil {
+		if d == ClearAllDestinations {
+			// a table-wide clear on ROUTED: the flusher expands it
+		} else if err := ValidateDestination(d); err != nil {
 			return nil, col, fmt.Errorf("row %d: %w", i, err)
 		}
 		j := i + 1

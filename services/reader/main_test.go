@@ -295,6 +295,22 @@ func apply(rows []row, key ...string) map[string]row {
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].pos.Less(sorted[j].pos) })
 	state := map[string]row{}
 	for _, r := range sorted {
+		if proto.IsClear(r.op) {
+			// As the catalog reads a clear: every row below it goes (in
+			// its scope: the rows holding its non-NULL routing value).
+			for k, s := range state {
+				in := true
+				for c, v := range r.vals {
+					if v != nil && s.vals[c] != v {
+						in = false
+					}
+				}
+				if in {
+					delete(state, k)
+				}
+			}
+			continue
+		}
 		k := keyOf(r, key...)
 		if proto.IsTombstone(r.op) {
 			delete(state, k)

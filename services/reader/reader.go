@@ -57,6 +57,7 @@ type Reader struct {
 	log     *slog.Logger
 	metrics *capture.Metrics
 	state   *capture.State
+	resync  *capture.Resyncer
 	holder  string
 
 	mu    sync.Mutex
@@ -71,6 +72,12 @@ type Reader struct {
 	noRelease   bool          // a "killed" reader leaves its lease to expire
 	noFetchWait bool          // TOAST reads do not wait for the change to be visible
 	pollEvery   time.Duration // the retained-WAL and dropped-table poll (default 10s)
+	resyncPoll  time.Duration // the resync queue poll (default 1s)
+	// beforeHighWatermark runs between a resync chunk's SELECT and its HW
+	// (a test changes a row of the chunk inside the window there).
+	beforeHighWatermark func(table string, rows [][][]byte)
+	afterChunk          func(id, chunks int64) // after a chunk is persisted
+	lastSchema          *batch.Schema          // of the resync's last chunk (the resync worker's own)
 }
 
 // Status is the reader's state for `sluice status` and /api/v1/status.
@@ -85,7 +92,11 @@ type Status struct {
 	Rows         map[string]int64            `json:"rows"`
 	Halted       map[string]string           `json:"halted_tables,omitempty"`
 	Backfill     map[string]capture.Progress `json:"backfill,omitempty"`
-	LastError    string                      `json:"last_error,omitempty"`
+	// Resyncs is the progress of the live resyncs this reader ran, by table.
+	Resyncs map[string]capture.ResyncProgress `json:"resyncs,omitempty"`
+	// ResyncCommand is, per halted table, the command that recovers it.
+	ResyncCommand map[string]string `json:"resync_command,omitempty"`
+	LastError     string            `json:"last_error,omitempty"`
 
 	// HaltedAt is, per halted table whose position is known, the commit
 	// LSN of its first change not carried: every change of it at or after
@@ -118,8 +129,9 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 		holder = fmt.Sprintf("%s-%d-%s", h, os.Getpid(), uuid.NewString()[:8])
 	}
 	r := &Reader{cfg: cfg, deps: deps, log: deps.Log.With("service", "reader", "slot", cfg.Source.Slot),
-		metrics: capture.NewMetrics(deps.Metrics), state: capture.NewState(), holder: holder}
+		metrics: capture.NewMetrics(deps.Metrics), state: capture.NewState(), resync: capture.NewResyncer(), holder: holder}
 	r.rules = unsafeRules(r.log)
+	r.resync.NoHighWatermarkCheckForTest = r.rules.noHighWatermark
 	return r, nil
 }
 
@@ -127,7 +139,13 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 func (r *Reader) Status() Status {
 	s := r.state.Snapshot()
 	st := Status{Slot: r.cfg.Source.Slot, State: s.Phase, Holder: r.holder, ConfirmedLSN: s.Confirmed.String(),
-		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, LastError: s.LastError}
+		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, Resyncs: s.Resyncs, LastError: s.LastError}
+	for t := range s.Halted {
+		if st.ResyncCommand == nil {
+			st.ResyncCommand = map[string]string{}
+		}
+		st.ResyncCommand[t] = "sluice resync --table " + t
+	}
 	for t, at := range s.HaltedAt {
 		if _, ok := s.Halted[t]; ok {
 			if st.HaltedAt == nil {
@@ -390,10 +408,14 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		Eval: func(ctx context.Context, sql string, args [][]byte) ([][]byte, error) {
 			return evalGenerated(ctx, src, sql, args)
 		},
+		HasDefault: func(ctx context.Context, relid uint32, column string) (bool, error) {
+			return source.HasDefault(ctx, src, relid, column)
+		},
+		AutoResync: r.autoResyncFunc(statePool),
 		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
 			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)
 		},
-		Publish: r.deps.JS.PublishMsgAsync, Log: r.log, Metrics: r.metrics,
+		Publish: r.deps.JS.PublishMsgAsync, Resync: r.resync, Log: r.log, Metrics: r.metrics,
 		Tracer: otel.Tracer("github.com/sluice-cdc/sluice/services/reader"), State: r.state,
 		ScalarMaxForTest: r.rules.scalarMax, UnchainedForTest: r.rules.unchained, OnConfirm: r.onConfirm,
 	}
@@ -407,7 +429,18 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		if err := r.prepareSlot(gctx, src, statePool, list, copyOnly, opts); err != nil {
 			return err
 		}
-		return r.stream(gctx, src, opts)
+		g.Go(func() error { r.resyncLoop(gctx, src, statePool, tables, opts); return nil })
+		for {
+			err := r.stream(gctx, src, opts)
+			if !errors.Is(err, errSlotLost) {
+				return err
+			}
+			// Dropped mid-stream: created again and every table copied
+			// (prepareSlot sees it gone after a finished backfill).
+			if err := r.prepareSlot(gctx, src, statePool, list, nil, opts); err != nil {
+				return err
+			}
+		}
 	})
 	return g.Wait()
 }
@@ -438,16 +471,51 @@ func (r *Reader) claimFunc(ctx context.Context) (capture.ClaimFunc, error) {
 	return cs.PutClaim, nil
 }
 
-// prepareSlot creates the slot when missing, with a backfill when
-// configured, and redoes a backfill a previous reader did not finish.
-// backfillAdded marks the backfill due again when tables were added to the
-// publication of an existing slot (source.tables grew): the stream carries
-// their changes from now on, and their existing rows need a copy. The copy
-// is the redo of prepareSlot: a temporary slot's snapshot, at its later
-// consistent point. It returns the tables to copy when only those are due
-// (a previous backfill finished); nil means every table (the mark is
-// persisted first, so a reader that dies before the copy ends copies every
-// table again: more work, nothing missed).
+// autoResync queues a resync of table that the reader decided on by itself
+// (reason: capture.Reason*, or "slot_lost"), logs it and counts it. It
+// shows in the queue (`sluice resync --list`, GET /api/v1/resyncs, status)
+// with the reason "schema_change: <reason>" or "slot_lost".
+func (r *Reader) autoResync(ctx context.Context, statePool *pgxpool.Pool, table, reason, detail string) error {
+	label := "schema_change: " + reason
+	if reason == ReasonSlotLost {
+		label = reason
+	}
+	req, err := state.NewResyncs(statePool, r.cfg.State.Schema).Enqueue(ctx, r.cfg.Source.Slot, table, "", nil, label)
+	if err != nil {
+		return err
+	}
+	r.metrics.AutoResyncs.WithLabelValues(reason).Inc()
+	r.log.Warn("the reader resyncs a table by itself", "table", table, "reason", reason, "detail", detail, "resync", req.ID)
+	return nil
+}
+
+// errSlotLost ends the stream when the replication slot is gone: the
+// reader creates it again and copies every table (prepareSlot).
+var errSlotLost = errors.New("replication slot disappeared")
+
+// autoResyncFunc is the stream's AutoResync (nil when the rule is off).
+func (r *Reader) autoResyncFunc(statePool *pgxpool.Pool) capture.AutoResyncFunc {
+	if r.rules.noAutoResync {
+		return nil
+	}
+	return func(ctx context.Context, table, reason, detail string) error {
+		return r.autoResync(ctx, statePool, table, reason, detail)
+	}
+}
+
+// ReasonSlotLost is the auto-resync reason of a replication slot that was
+// gone (dropped, or lost on failover) while its backfill was done.
+const ReasonSlotLost = "slot_lost"
+
+// backfillAdded handles tables added to the publication of an existing
+// slot (source.tables grew): the stream carries their changes from now on,
+// and their existing rows need a copy. When the backfill finished, each is
+// queued as a live resync (reason "added"), which copies it while every
+// other table streams. When it did not, the backfill is marked due again
+// and its redo in prepareSlot copies every table at a temporary slot's
+// snapshot (the mark is persisted first, so a reader that dies before the
+// copy ends copies every table again: more work, nothing missed). It
+// returns nil: no table is copied alone at start.
 func (r *Reader) backfillAdded(ctx context.Context, src, statePool *pgxpool.Pool, added []string) ([]string, error) {
 	if len(added) == 0 || !r.cfg.Source.Backfill {
 		return nil, nil
@@ -460,14 +528,22 @@ func (r *Reader) backfillAdded(ctx context.Context, src, statePool *pgxpool.Pool
 	if err != nil {
 		return nil, err
 	}
+	if bf == "done" {
+		q := state.NewResyncs(statePool, r.cfg.State.Schema)
+		for _, t := range added {
+			req, err := q.Enqueue(ctx, r.cfg.Source.Slot, t, "", nil, "added")
+			if err != nil {
+				return nil, err
+			}
+			r.log.Warn("table added to source.tables: a resync copies its existing rows while the others stream", "table", t, "resync", req.ID)
+		}
+		return nil, nil
+	}
 	r.log.Warn("tables added to source.tables: copying their existing rows", "tables", added)
 	if err := setBackfill(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, "running", 0); err != nil {
 		return nil, err
 	}
-	if bf != "done" {
-		return nil, nil
-	}
-	return added, nil
+	return nil, nil
 }
 
 func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *pgxpool.Pool, tables []source.Table, copyOnly []string, opts *capture.Options) error {
@@ -484,6 +560,18 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 	if sl.Exists && !redo {
 		return nil
 	}
+	// A slot gone after its backfill finished was dropped (or lost on a
+	// failover): the WAL between its confirmed position and the new slot is
+	// gone, so every table is copied again at the new slot's snapshot and
+	// cleared below it; the last published snapshot stays readable
+	// meanwhile, and no snapshot claims an LSN past the old frontier until
+	// the copy and its clears are published (they carry no Sluice-Through).
+	lost := !sl.Exists && bf == "done"
+	if lost {
+		r.log.Warn("replication slot lost: creating it again and copying every table at its snapshot", "slot", slot, "reason", ReasonSlotLost)
+		r.metrics.AutoResyncs.WithLabelValues(ReasonSlotLost).Add(float64(len(tables)))
+	}
+	opts.BackfillClear = lost || redo
 	if r.cfg.Source.Backfill {
 		if err := setBackfill(ctx, statePool, r.cfg.State.Schema, slot, "running", 0); err != nil {
 			return err
@@ -552,7 +640,7 @@ func (r *Reader) stream(ctx context.Context, src *pgxpool.Pool, opts *capture.Op
 			continue
 		}
 		var invalid bool
-		if errors.Is(err, source.ErrInvalidSource) {
+		if errors.Is(err, source.ErrInvalidSource) || errors.Is(err, errSlotLost) {
 			invalid = true
 		}
 		r.state.SetError(err)
@@ -577,7 +665,7 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 		return err
 	}
 	if !sl.Exists {
-		return fmt.Errorf("%w: replication slot %s disappeared; restart the reader to recreate it (and resync: WAL was lost)", source.ErrInvalidSource, r.cfg.Source.Slot)
+		return fmt.Errorf("%w: replication slot %s", errSlotLost, r.cfg.Source.Slot)
 	}
 	if sl.Active && sl.ActivePID != 0 {
 		// We hold the lease, so the walsender still on the slot serves a

@@ -11,4 +11,10 @@ type rules struct {
 	// unchained publishes without the Nats-Expected-Last-Sequence chain, the
 	// ordering guard that keeps acks in order.
 	unchained bool
+	// noHighWatermark publishes every row of a resync chunk, even those the
+	// stream changed inside the chunk's window (capture/resync.go).
+	noHighWatermark bool
+	// noAutoResync ignores schema changes that rewrite rows without WAL
+	// (capture/schemachange.go): the older rows keep their old values.
+	noAutoResync bool
 }

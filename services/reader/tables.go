@@ -69,6 +69,15 @@ func saveHalt(ctx context.Context, pool *pgxpool.Pool, schema, slot, table, reas
 	return err
 }
 
+// clearHalt deletes a table's halt record (a resync completed).
+func clearHalt(ctx context.Context, pool *pgxpool.Pool, schema, slot, table string) error {
+	_, err := pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "reader_halted"}.Sanitize()+` WHERE slot = $1 AND source_table = $2`, slot, table)
+	if err != nil {
+		return fmt.Errorf("clearing the halt of %s: %w", table, err)
+	}
+	return nil
+}
+
 // loadHalts returns the halted tables of slot: the reason of each, and the
 // position recorded with it (at_lsn: its first change not carried).
 func loadHalts(ctx context.Context, pool *pgxpool.Pool, schema, slot string) (map[string]string, map[string]proto.LSN, error) {

@@ -438,6 +438,12 @@ func (c *Catalog) published(version uint64) {
 // for each non-key column of ti in order, then the system columns _op,
 // _lsn, _seq, _ct, _store, _pack.
 func (c *Catalog) resolution(ti TableInfo, where string, system bool) string {
+	return c.resolutionFrom(ti, ident(c.n.rows(ti.Name)), where, system)
+}
+
+// resolutionFrom is resolution over from (the rows table, or a subquery
+// of it with the same columns).
+func (c *Catalog) resolutionFrom(ti TableInfo, from, where string, system bool) string {
 	// The winner is the newest row by position, pack identity breaking ties
 	// between copies of one change, so every value is deterministic (a tie
 	// left to read order could change after a merge: rule 9).
@@ -496,7 +502,7 @@ func (c *Catalog) resolution(ti TableInfo, where string, system bool) string {
 		el := fmt.Sprintf("if(%s, %s, has(%s, %s))", unchanged(col.Name), t, w(n+8), quote(col.Name))
 		out = append(out, el+" AS _n"+strconv.Itoa(i))
 	}
-	return "SELECT " + strings.Join(out, ", ") + " FROM (SELECT " + strings.Join(inner, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
+	return "SELECT " + strings.Join(out, ", ") + " FROM (SELECT " + strings.Join(inner, ", ") + " FROM " + from + " WHERE " + where +
 		" GROUP BY " + strings.Join(keys, ", ") + ") WHERE " + w(n+1) + " NOT IN (" + strconv.Itoa(int(proto.OpDelete)) + ", " + strconv.Itoa(int(proto.OpMoveOut)) + ")"
 }
 
@@ -504,7 +510,7 @@ func (c *Catalog) resolution(ti TableInfo, where string, system bool) string {
 // snapshot, every destination, with its real column names.
 func (c *Catalog) latestViewSQL(ti TableInfo) string {
 	latest := "(" + c.latestVersionSQL() + ")"
-	inner := c.resolution(ti, c.membership(latest, "", ti.Name), true)
+	inner := c.resolutionFrom(ti, c.clearedRows(ti.Name, c.membership(latest, "", ti.Name)), c.clearedWhere(), true)
 	out := []string{"destination"}
 	i := 0
 	for _, col := range ti.Columns {
@@ -568,7 +574,11 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	where := "destination = " + quote(req.Destination) + " AND " + members
+	cleared, err := c.clearPredicate(ctx, v, req.Destination, req.Table, members)
+	if err != nil {
+		return Page{}, err
+	}
+	where := "destination = " + quote(req.Destination) + " AND " + members + " AND " + cleared
 	if req.Cursor != "" {
 		after, err := cursorPredicate(ti, req.Cursor, ">")
 		if err != nil {

@@ -106,6 +106,12 @@ type Catalog struct {
 	// latestRegistration reads with the latest registration (negative
 	// control of tableAt).
 	latestRegistration bool
+	// clearCache holds the clear predicates of published versions (see
+	// clearPredicate); bounded, cleared when full.
+	clearCache map[clearKey]string
+	// ignoreClears reads as if no clear existed (negative control of the
+	// clear: clear.go; SLUICE_UNSAFE_IGNORE_CLEARS in a sluice_unsafe build).
+	ignoreClears bool
 }
 
 // tableState is what this process knows of a registered table.
@@ -127,7 +133,8 @@ func New(conn Conn, opts Options) *Catalog {
 	if opts.GCGrace <= 0 {
 		opts.GCGrace = time.Hour
 	}
-	return &Catalog{conn: conn, n: names{prefix: opts.Prefix}, log: opts.Log, limits: opts.Limits.withDefaults(), gcGrace: opts.GCGrace, tables: map[string]*tableState{}}
+	return &Catalog{conn: conn, n: names{prefix: opts.Prefix}, log: opts.Log, limits: opts.Limits.withDefaults(), gcGrace: opts.GCGrace, tables: map[string]*tableState{},
+		ignoreClears: unsafeIgnoreClears(opts.Log)}
 }
 
 // Conn returns the connection the catalog runs on.
@@ -491,7 +498,7 @@ func (c *Catalog) Drop(ctx context.Context) error {
 	c.tables = map[string]*tableState{}
 	c.mu.Unlock()
 	c.pubMu.Lock()
-	c.pubKnown, c.pubTop, c.versions, c.memberCache = false, 0, nil, nil
+	c.pubKnown, c.pubTop, c.versions, c.memberCache, c.clearCache = false, 0, nil, nil, nil
 	c.tableAtCache, c.newest = nil, nil
 	c.lastPubAt = 0
 	c.pubMu.Unlock()

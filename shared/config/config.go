@@ -51,6 +51,9 @@ type Source struct {
 	Slot           string            `yaml:"slot"`
 	Publication    string            `yaml:"publication"`
 	Backfill       bool              `yaml:"backfill"`
+	// ResyncChunkRows is the primary-key chunk a live resync copies between
+	// two watermarks (sluice resync): its memory bound (default 4096).
+	ResyncChunkRows int `yaml:"resync_chunk_rows"`
 }
 
 // RoutingColumnOf returns the routing column of a table.
@@ -265,9 +268,10 @@ type Demo struct {
 func Default() Config {
 	return Config{
 		Source: Source{
-			RoutingColumn: "tenant_id",
-			Slot:          "sluice",
-			Publication:   "sluice",
+			RoutingColumn:   "tenant_id",
+			Slot:            "sluice",
+			ResyncChunkRows: 4096,
+			Publication:     "sluice",
 		},
 		Destinations: Destinations{Mode: "auto", Unlisted: "dlq", StatePoll: time.Second},
 		NATS: NATS{
@@ -546,6 +550,7 @@ func (c *Config) Validate() error {
 	}
 	for _, p := range []pos{
 		{"reader.batch_rows", int64(c.Reader.BatchRows)},
+		{"source.resync_chunk_rows", int64(c.Source.ResyncChunkRows)},
 		{"reader.batch_bytes", int64(c.Reader.BatchBytes)},
 		{"reader.batch_interval", int64(c.Reader.BatchInterval)},
 		{"reader.max_in_flight", int64(c.Reader.MaxInFlight)},
@@ -582,6 +587,9 @@ func (c *Config) Validate() error {
 		if p.v <= 0 {
 			return bad(p.key, "must be positive")
 		}
+	}
+	if c.Source.ResyncChunkRows > 1<<20 {
+		return bad("source.resync_chunk_rows", "%d: at most %d (a chunk is held in memory)", c.Source.ResyncChunkRows, 1<<20)
 	}
 	if c.Delivery.Partitions > 4096 {
 		return bad("delivery.partitions", "%d: at most 4096", c.Delivery.Partitions)

@@ -156,6 +156,8 @@ func migrateTx(ctx context.Context, tx pgx.Tx, schema string) error {
 			version     bigint NOT NULL)`,
 		`CREATE INDEX IF NOT EXISTS destination_states_version_idx ON ` + s + `.destination_states (version)`,
 	}
+	// The resync queue (resync.go): additive as well.
+	steps = append(steps, resyncsDDL(s)...)
 	for _, q := range steps {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return err

@@ -245,6 +245,12 @@ func Upd(lsn, seq uint64, vals map[string]any, unchanged ...string) Row {
 	return Row{Op: proto.OpUpdate, LSN: lsn, Seq: seq, Values: vals, Unchanged: unchanged}
 }
 
+// Clear is a clear (proto.OpClear) at its bound: every column NULL but the
+// routing column's value, when routing is not nil.
+func Clear(lsn, seq uint64, routing map[string]any) Row {
+	return Row{Op: proto.OpClear, LSN: lsn, Seq: seq, Values: routing}
+}
+
 // Del is a delete tombstone carrying the key.
 func Del(lsn, seq uint64, key map[string]any) Row {
 	return Row{Op: proto.OpDelete, LSN: lsn, Seq: seq, Values: key}

@@ -115,6 +115,40 @@ func (m *Manager) receiveGroup(ctx context.Context, p *part, msgs []jetstream.Ms
 			m.deadLetter(ctx, msg, err)
 			continue
 		}
+		if isTableClear(its) {
+			// A clear after the messages before it in this fetch: those are
+			// received first, then the clear is expanded knowing their
+			// destinations; on an unsettled partition it waits (heldClear).
+			earlier := map[string]bool{}
+			for _, g := range groups {
+				for _, it := range g {
+					earlier[it.dest] = true
+				}
+			}
+			if len(groups) > 0 {
+				if !m.loadCursors(ctx, p, groups) {
+					for _, it := range its {
+						it.rec.Release()
+					}
+					_ = msg.NakWithDelay(time.Second)
+					return
+				}
+				for _, g := range groups {
+					m.receiveItems(p, g, gen)
+				}
+				groups = groups[:0]
+			}
+			m.mu.Lock()
+			hold := !p.c.Seeded()
+			if hold {
+				holdClearLocked(p, its, gen)
+			}
+			m.mu.Unlock()
+			if !hold {
+				m.receiveClear(ctx, p, its, gen, earlier)
+			}
+			continue
+		}
 		groups = append(groups, its)
 	}
 	if !m.loadCursors(ctx, p, groups) {

@@ -18,6 +18,7 @@ type metrics struct {
 	flushedRows                 prometheus.Counter
 	fetchPaused                 prometheus.Counter
 	deadLetters                 prometheus.Counter
+	clearSlices                 prometheus.Counter
 	redelivered                 prometheus.Counter
 	discarded                   prometheus.Counter
 	inProgress                  prometheus.Counter
@@ -42,6 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		flushedRows:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_flushed_rows_total", Help: "Input rows flushed."}),
 		fetchPaused:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_fetch_paused_total", Help: "Times a partition stopped fetching for backpressure."}),
 		deadLetters:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_dead_letters_total", Help: "Messages dead-lettered."}),
+		clearSlices:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_clear_slices_total", Help: "Clear rows buffered for the destinations of a table-wide clear (one per destination of the partition)."}),
 		redelivered:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_redelivered_total", Help: "Redelivered messages buffered again."}),
 		discarded:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_stale_reads_discarded_total", Help: "Fetched messages discarded (nak'd) because their destination failed meanwhile (epoch check) or they arrived past the partition's local lease deadline."}),
 		inProgress:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_in_progress_acks_total", Help: "In-progress acks sent for buffered messages."}),
@@ -65,6 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.flushedRows = telemetry.MustRegister(reg, m.flushedRows)
 	m.fetchPaused = telemetry.MustRegister(reg, m.fetchPaused)
 	m.deadLetters = telemetry.MustRegister(reg, m.deadLetters)
+	m.clearSlices = telemetry.MustRegister(reg, m.clearSlices)
 	m.redelivered = telemetry.MustRegister(reg, m.redelivered)
 	m.discarded = telemetry.MustRegister(reg, m.discarded)
 	m.inProgress = telemetry.MustRegister(reg, m.inProgress)

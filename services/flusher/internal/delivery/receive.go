@@ -87,6 +87,7 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		}
 		paused = false
 		m.settle(ctx, p)
+		m.releaseHeldClears(ctx, p)
 		// natsx.Fetch: a server-side expiry, never a FetchContext, which
 		// strands messages until AckWait. Shutdown waits for the open fetch
 		// (under fetchWait + 1s).

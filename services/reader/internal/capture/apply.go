@@ -95,6 +95,10 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 	if err := s.fillGenerated(ctx, t, r, c); err != nil {
 		return err
 	}
+	s.touch(t, r)
+	if m != nil {
+		s.touch(t, m)
+	}
 	if pickClaims(s.o, sc, r) {
 		return s.addClaimed(ctx, t, m, r)
 	}

@@ -127,7 +127,7 @@ func Backfill(ctx context.Context, dsn string, snap Snapshot, tables []source.Ta
 			case <-t.C:
 			}
 			for i, tb := range tables {
-				p := progress(done[i].Load(), tb.EstRows, started, stop && gctx.Err() == nil)
+				p := NewProgress(done[i].Load(), tb.EstRows, started, stop && gctx.Err() == nil)
 				o.State.setProgress(tb.Name, p)
 				if !stop {
 					o.Log.Info("backfill progress", "table", tb.Name, "rows", p.Rows, "estimated_rows", p.Estimated, "rows_per_sec", int64(p.RowsPerSec), "eta", p.ETA.Round(time.Second).String())
@@ -157,7 +157,9 @@ func Backfill(ctx context.Context, dsn string, snap Snapshot, tables []source.Ta
 	return nil
 }
 
-func progress(rows, est int64, started time.Time, done bool) Progress {
+// NewProgress is the progress of a copy of est rows started at started
+// that has copied rows.
+func NewProgress(rows, est int64, started time.Time, done bool) Progress {
 	p := Progress{Rows: rows, Estimated: est, Done: done}
 	if el := time.Since(started).Seconds(); el > 0 {
 		p.RowsPerSec = float64(rows) / el
@@ -190,6 +192,13 @@ func tableSchema(ctx context.Context, dsn string, snap Snapshot, t source.Table,
 	if err := snapshotTx(ctx, conn, snap); err != nil {
 		return nil, err
 	}
+	return DescribeSchema(ctx, conn, t, o)
+}
+
+// DescribeSchema builds the table's batch schema from its columns as the
+// transaction open on conn sees them (the backfill's snapshot, a resync
+// chunk's), through the resolver the stream uses.
+func DescribeSchema(ctx context.Context, conn *pgx.Conn, t source.Table, o *Options) (*batch.Schema, error) {
 	rows, err := conn.Query(ctx, `SELECT attname, atttypid::int8, atttypmod FROM pg_catalog.pg_attribute
 		WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.OID)
 	if err != nil {
@@ -334,6 +343,26 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 		return err
 	}
 	_, _ = conn.Exec(ctx, "COMMIT")
+	if o.BackfillClear {
+		// Below every copied row (their ordinals start at 1) and after
+		// them in the stream: what the destinations held from before the
+		// snapshot and the copy did not bring again is gone at the source.
+		rec, err := clearRecord(o, sc, nil, proto.Position{LSN: snap.LSN(), Seq: 0}, snap.Time)
+		if err != nil {
+			return fmt.Errorf("building the clear of %s: %w", t.Name, err)
+		}
+		out := clearOut(t.Name, sc, nil, proto.Position{LSN: snap.LSN(), Seq: 0}, 0, rec)
+		out.Span = startSpan(o.Tracer, out)
+		select {
+		case outs <- out:
+		case <-ctx.Done():
+			if out.Span != nil {
+				out.Span.End()
+			}
+			return ctx.Err()
+		}
+		o.Metrics.Clears.Inc()
+	}
 	return nil
 }
 

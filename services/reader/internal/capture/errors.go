@@ -7,8 +7,6 @@ var (
 	ErrPublish = errors.New("publishing to JetStream")
 	// ErrTooLarge marks a single row whose batch exceeds nats.max_payload.
 	ErrTooLarge = errors.New("batch larger than nats.max_payload")
-	// ErrTruncate is why a table halts on TRUNCATE.
-	ErrTruncate = errors.New("TRUNCATE is not replicated: the table is halted until it is resynced")
 	// ErrIdentityChanged is why a table halts when its replica identity no
 	// longer carries the routing column (ALTER TABLE ... REPLICA IDENTITY
 	// while sluice runs): its deletes would have no tenant.

@@ -60,20 +60,31 @@ func (s *session) handle(ctx context.Context, data []byte) error {
 			return nil
 		}
 		return s.apply(ctx, t)
+	case pgoutput.TypeMessage:
+		m, err := pgoutput.DecodeMessage(data)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrReplication, err)
+		}
+		return s.message(ctx, m)
 	case pgoutput.TypeTruncate:
 		tr, err := pgoutput.DecodeTruncate(data)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrReplication, err)
 		}
+		// The TRUNCATE takes the next ordinal of its transaction: its changes
+		// before it are below the clear, those after it above. One ordinal
+		// for every relation it names (each clear is of its own table).
+		// CASCADE and RESTART IDENTITY need nothing more: pgoutput names
+		// every table the cascade truncated, and identity values are not rows.
+		s.seq++
+		pos := proto.Position{LSN: proto.LSN(s.txLSN), Seq: s.seq}
 		for _, id := range tr.Relations {
-			if t := s.rels[id]; t != nil && !t.halted {
-				// Changes committed before the TRUNCATE are still published.
-				if err := s.cut(ctx, t, s.clean); err != nil {
-					return err
-				}
-				if err := s.halt(ctx, t, "truncate", ErrTruncate); err != nil {
-					return err
-				}
+			t := s.rels[id]
+			if t == nil || t.halted {
+				continue
+			}
+			if err := s.EmitClear(ctx, t.info.Name, nil, pos); err != nil {
+				return err
 			}
 		}
 	}

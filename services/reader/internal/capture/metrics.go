@@ -27,6 +27,13 @@ type Metrics struct {
 	Claims         prometheus.Counter     // values carried by reference
 	ClaimBytes     prometheus.Counter     // their bytes
 	Splits         prometheus.Counter     // batches split because their encoding exceeded nats.max_payload
+	ResyncRows     *prometheus.CounterVec // by table: rows a live resync published
+	ResyncChunks   *prometheus.CounterVec // by table: chunks published
+	ResyncDropped  *prometheus.CounterVec // by table: chunk rows the stream changed inside their window
+	ResyncRetries  *prometheus.CounterVec // by table, reason: chunks copied again
+	ResyncsRunning *prometheus.GaugeVec   // by table
+	Clears         prometheus.Counter     // clears published (TRUNCATE, end of a resync)
+	AutoResyncs    *prometheus.CounterVec // resyncs the reader queued by itself, by reason
 }
 
 // NewMetrics creates and registers the metrics on reg (nil: unregistered;
@@ -51,7 +58,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		FetchWaits:     telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_toast_fetch_waits_total", Help: "Source reads of a moved row's unchanged TOAST values retried because the change's transaction was not yet visible to other sessions."})),
 		Claims:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claims_total", Help: "Values over reader.max_inline_value carried by reference through the pack store."})),
 		ClaimBytes:     telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_claim_bytes_total", Help: "Bytes of the values carried by reference."})),
+		ResyncRows:     telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_resync_rows_total", Help: "Rows a live resync re-copied and published, by table."}, []string{"table"})),
+		ResyncChunks:   telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_resync_chunks_total", Help: "Live resync chunks published, by table."}, []string{"table"})),
+		ResyncDropped:  telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_resync_rows_dropped_total", Help: "Rows of a resync chunk left out because the stream changed their key inside the chunk's window, by table."}, []string{"table"})),
+		ResyncRetries:  telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_resync_chunk_retries_total", Help: "Resync chunks copied again, by table and reason (lost, unsafe)."}, []string{"table", "reason"})),
+		ResyncsRunning: telemetry.MustRegister(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_reader_resyncs_running", Help: "1 while a live resync of the table runs."}, []string{"table"})),
 		Splits:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_batch_splits_total", Help: "Batches split in two because their encoding exceeded nats.max_payload."})),
+		AutoResyncs:    telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_auto_resyncs_total", Help: "Resyncs the reader queued by itself: a schema change that rewrote rows without WAL (column_default, column_renamed, column_readded) or a lost slot (slot_lost)."}, []string{"reason"})),
+		Clears:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_clears_total", Help: "Clears published to CHANGES: one per table a TRUNCATE named, one per finished resync."})),
 	}
 	return m
 }

@@ -27,6 +27,7 @@ type Out struct {
 	Table   string // "" for a tick
 	Rows    int
 	Span    trace.Span // ended when the publish resolves
+	onAck   func()     // called once the message is acked (a resync chunk's)
 }
 
 // Pipeline publishes in order with bounded in-flight and feeds the

@@ -28,6 +28,8 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		return nil
 	}
 	if t.halted {
+		r.Columns = slices.Clone(r.Columns)
+		t.pendingRel = &r
 		return nil
 	}
 	if t.info.OID != 0 && r.ID != t.info.OID {
@@ -41,7 +43,7 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	// What a DELETE, and the old image of a move, carries is the replica
 	// identity: the routing column must be in it (checked at start; an ALTER
 	// TABLE ... REPLICA IDENTITY while sluice runs shows up here).
-	if r.Identity != 'f' && !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Key && c.Name == t.info.Routing }) {
+	if r.Identity != 'f' && !t.identityChecked && !slices.ContainsFunc(r.Columns, func(c pgoutput.Column) bool { return c.Key && c.Name == t.info.Routing }) {
 		if err := s.cut(ctx, t, s.clean); err != nil {
 			return err
 		}
@@ -50,6 +52,21 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	}
 	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
 		return nil
+	}
+	if s.o.AutoResync != nil {
+		reason, detail, err := s.schemaChangeReason(ctx, r.ID, t.lastColumns(), r.Columns)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			// The new schema streams from here on; the resync re-copies
+			// the rows the change rewrote without WAL.
+			defer func() {
+				if err := s.o.AutoResync(ctx, name, reason, detail); err != nil {
+					s.o.Log.Error("queueing the resync of a schema change failed: resync the table", "table", name, "reason", reason, "error", err)
+				}
+			}()
+		}
 	}
 	gens := t.info.Generated
 	if s.o.DescribeGenerated != nil {

@@ -27,12 +27,20 @@ type State struct {
 	halted    map[string]string
 	haltedAt  map[string]proto.LSN
 	backfill  map[string]Progress
+	resyncs   map[string]ResyncProgress
 	lastErr   string
+}
+
+// ResyncProgress is a live resync's progress (of one table).
+type ResyncProgress struct {
+	ID int64 `json:"id"`
+	Progress
+	Chunks int64 `json:"chunks"`
 }
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}}
+	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}, resyncs: map[string]ResyncProgress{}}
 }
 
 // StateSnapshot is a copy of the state.
@@ -44,6 +52,7 @@ type StateSnapshot struct {
 	Halted    map[string]string
 	HaltedAt  map[string]proto.LSN // a halted table's first change not carried, where known
 	Backfill  map[string]Progress
+	Resyncs   map[string]ResyncProgress
 	LastError string
 }
 
@@ -52,7 +61,7 @@ func (s *State) Snapshot() StateSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StateSnapshot{Phase: s.phase, Confirmed: s.confirmed, Server: s.server, Rows: maps.Clone(s.rows),
-		Halted: maps.Clone(s.halted), HaltedAt: maps.Clone(s.haltedAt), Backfill: maps.Clone(s.backfill), LastError: s.lastErr}
+		Halted: maps.Clone(s.halted), HaltedAt: maps.Clone(s.haltedAt), Backfill: maps.Clone(s.backfill), Resyncs: maps.Clone(s.resyncs), LastError: s.lastErr}
 }
 
 // SetPhase records the reader's phase (standby, backfilling, streaming, ...).
@@ -97,11 +106,26 @@ func (s *State) SetHaltedAt(table string, at proto.LSN) {
 	s.mu.Unlock()
 }
 
+// ClearHalted records that table streams again (a resync completed).
+func (s *State) ClearHalted(table string) {
+	s.mu.Lock()
+	delete(s.halted, table)
+	delete(s.haltedAt, table)
+	s.mu.Unlock()
+}
+
 // Halted returns the halt reason of table, or "".
 func (s *State) Halted(table string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.halted[table]
+}
+
+// SetResync records a live resync's progress.
+func (s *State) SetResync(table string, p ResyncProgress) {
+	s.mu.Lock()
+	s.resyncs[table] = p
+	s.mu.Unlock()
 }
 
 func (s *State) setProgress(table string, p Progress) {

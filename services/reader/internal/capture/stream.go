@@ -64,11 +64,24 @@ type Options struct {
 	// each Relation message); nil: the table's as described at start.
 	DescribeGenerated func(ctx context.Context, relid uint32) ([]source.Generated, error)
 	Eval              EvalFunc
-	Publish           PublishFunc
-	Log               *slog.Logger
-	Metrics           *Metrics
-	Tracer            trace.Tracer
-	State             *State
+	// AutoResync queues a resync of a table whose Relation message shows a
+	// schema change that rewrote its rows without WAL (schemachange.go);
+	// HasDefault tells an added column's default. nil: none.
+	AutoResync AutoResyncFunc
+	// BackfillClear makes Backfill follow each table's copy with a clear of
+	// the table below the copy (every destination): a copy that replaces
+	// what the destinations hold (a lost slot's, a redo's) must also remove
+	// the rows the source no longer has.
+	BackfillClear bool
+	HasDefault    HasDefaultFunc
+	Publish       PublishFunc
+	// Resync hands live resync chunks to the stream (resync.go); nil: the
+	// marks are ignored.
+	Resync  *Resyncer
+	Log     *slog.Logger
+	Metrics *Metrics
+	Tracer  trace.Tracer
+	State   *State
 
 	// ScalarMaxForTest breaks the prefix-complete rule and UnchainedForTest
 	// the publish ordering guard (tests' negative controls).
@@ -87,6 +100,13 @@ type tableState struct {
 	halted  bool
 	relCols []pgoutput.Column
 	gen     genEval // stored generated columns the stream does not send (evaluated on the change), after relCols in the schema
+
+	window     *window            // a resync chunk between its LW and HW
+	xids       xidRing            // the table's last transactions
+	pendingRel *pgoutput.Relation // the latest Relation sent while halted (a resync makes it stream again)
+	// identityChecked: the resync that makes the table stream again checked
+	// its replica identity at the source (pendingRel can predate the fix).
+	identityChecked bool
 }
 
 // session is one replication connection's lifetime.
@@ -99,6 +119,7 @@ type session struct {
 	tables   map[string]*tableState
 	row      batch.Row
 	moveRow  batch.Row
+	keyBuf   []byte
 	change   pgoutput.Change
 	inTx     bool
 	txLSN    uint64
@@ -131,19 +152,27 @@ func Stream(ctx context.Context, conn *pgconn.PgConn, start proto.LSN, o *Option
 	s.tracker.SetScalarMaxForTest(o.ScalarMaxForTest)
 	s.pipe = NewPipeline(o.Publish, s.tracker, o.MaxInFlight, o.AckWait, s.acked)
 	s.pipe.noChain = o.UnchainedForTest
-	for name, t := range o.Tables {
-		ts := &tableState{info: t}
-		if o.State.Halted(name) != "" {
-			ts.halted = true
+	loadTables := func() {
+		for name, t := range o.Tables {
+			ts := &tableState{info: t}
+			if o.State.Halted(name) != "" {
+				ts.halted = true
+			}
+			s.tables[name] = ts
 		}
-		s.tables[name] = ts
+	}
+	if o.Resync != nil {
+		o.Resync.sessionStarted(loadTables)
+	} else {
+		loadTables()
 	}
 	defer func() {
 		for _, t := range s.tables {
 			t.release()
 		}
 	}()
-	args := []string{"proto_version '1'", "publication_names '" + o.Publication + "'"}
+	// messages: the resync's watermarks (pg_logical_emit_message).
+	args := []string{"proto_version '1'", "publication_names '" + o.Publication + "'", "messages 'true'"}
 	if err := pglogrepl.StartReplication(ctx, conn, o.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return start, fmt.Errorf("%w: starting replication of slot %s at %s: %w", ErrReplication, o.Slot, start, err)
 	}
@@ -171,6 +200,9 @@ func (s *session) acked(o Out, d time.Duration) {
 	m.BatchRows.Observe(float64(o.Rows))
 	m.BatchBytes.Observe(float64(len(o.Msg.Data)))
 	s.o.State.addRows(o.Table, o.Rows)
+	if o.onAck != nil {
+		o.onAck()
+	}
 }
 
 func (s *session) loop(ctx context.Context) error {

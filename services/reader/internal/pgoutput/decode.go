@@ -303,3 +303,25 @@ func DecodeTruncate(b []byte) (Truncate, error) {
 	}
 	return m, r.done("truncate")
 }
+
+// Message is a logical decoding message (pg_logical_emit_message), sent
+// when the messages option is on. A non-transactional one arrives outside
+// any transaction, at the point of the WAL where it was written.
+type Message struct {
+	Transactional bool
+	// LSN is the end of the message's WAL record (what the decoder passes
+	// to the output plugin): a commit record that follows it starts at or
+	// after LSN, one that precedes it ends before LSN-1.
+	LSN     uint64
+	Prefix  string
+	Content []byte // aliases the decoded buffer
+}
+
+// DecodeMessage decodes a Message (protocol version 1: no xid).
+func DecodeMessage(b []byte) (Message, error) {
+	r := reader{b: b, off: 1}
+	m := Message{Transactional: r.u8("flags")&1 == 1, LSN: r.u64("message lsn"), Prefix: r.cstring("prefix")}
+	n := int(r.u32("content length"))
+	m.Content = r.bytes(n, "content")
+	return m, r.done("message")
+}

@@ -238,3 +238,29 @@ func BenchmarkPglogreplInsert(b *testing.B) {
 		_, _ = pglogrepl.Parse(msg)
 	}
 }
+
+func TestDecodeMessage(t *testing.T) {
+	b := (&enc{}).u8(TypeMessage).u8(0).u64(0x16B3748).str("sluice.resync").u32(3).b
+	b = append(b, "abc"...)
+	m, err := DecodeMessage(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Transactional || m.LSN != 0x16B3748 || m.Prefix != "sluice.resync" || string(m.Content) != "abc" {
+		t.Fatalf("decoded %+v", m)
+	}
+	// pglogrepl (v1 format) reads the same fields.
+	pm, err := pglogrepl.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, ok := pm.(*pglogrepl.LogicalDecodingMessage)
+	if !ok || uint64(lm.LSN) != m.LSN || lm.Prefix != m.Prefix || !bytes.Equal(lm.Content, m.Content) {
+		t.Fatalf("pglogrepl read %#v", pm)
+	}
+	for n := 1; n < len(b); n++ {
+		if _, err := DecodeMessage(b[:n]); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+	}
+}

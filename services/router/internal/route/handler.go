@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -215,6 +216,13 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return natsx.Permanent(fmt.Errorf("decoding batch %s: %w", id, err))
 	}
+	if tableClear(rec) {
+		if err := h.awaitEarlier(ctx, msg); err != nil {
+			rec.Release()
+			return err
+		}
+		return h.routeClear(ctx, id, hdr, rec)
+	}
 	t0 := time.Now()
 	// Ranked by partition (retired destinations last), so each
 	// partition's parts are one window of the permuted batch.
@@ -278,6 +286,35 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 		h.seen.add(p.Destination)
 	}
 	h.mu.Unlock()
+	return nil
+}
+
+// routeClear publishes a table-wide clear to every partition
+// (clearMessages) and returns once every one is stored; rec is released.
+func (h *Handler) routeClear(ctx context.Context, id string, hdr nats.Header, rec arrow.RecordBatch) error {
+	defer rec.Release()
+	base := nats.Header{}
+	for _, k := range []string{proto.HeaderWire, proto.HeaderTable, proto.HeaderSchema} {
+		if v := hdr.Get(k); v != "" {
+			base.Set(k, v)
+		}
+	}
+	if base.Get(proto.HeaderSchema) == "" {
+		base.Set(proto.HeaderSchema, arrowcodec.Fingerprint(rec.Schema()))
+	}
+	natsotel.Inject(ctx, base)
+	msgs, err := h.clearMessages(id, base, rec)
+	if err != nil {
+		return natsx.Permanent(fmt.Errorf("encoding the clear %s: %w", id, err))
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.o.DrainTimeout)
+	defer cancel()
+	if err := h.publish(pctx, id, msgs); err != nil {
+		return err
+	}
+	h.rows.Add(1)
+	h.m.rows.Add(1)
+	h.m.msgsPerBatch.Observe(float64(len(msgs)))
 	return nil
 }
 

@@ -55,6 +55,9 @@ type Deps struct {
 	// States are the destination lifecycle states (lifecycle.go); nil in
 	// a process without the state database.
 	States *state.DestinationStates
+	// Resyncs is the live resync queue (resyncs.go); nil in a process
+	// without the state database.
+	Resyncs *state.Resyncs
 	// Links name the embedded NATS server, its monitoring and Jaeger.
 	Links Links
 }
@@ -74,6 +77,7 @@ func Register(h *httpx.Server, d Deps) *Series {
 	RegisterDLQ(h, d)
 	registerLifecycle(h, a)
 	registerExport(h, a)
+	registerResyncs(h, a)
 	series := NewSeries(d.Statuses, 0)
 	h.Handle("GET /api/v1/series", http.HandlerFunc(series.serve))
 	return series

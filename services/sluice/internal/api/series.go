@@ -50,6 +50,8 @@ type Progress struct {
 	RowsPerSec float64 `json:"rows_per_sec"`
 	ETASeconds float64 `json:"eta_sec"`
 	Done       bool    `json:"done"`
+	ID         int64   `json:"id,omitempty"`     // a resync's id
+	Chunks     int64   `json:"chunks,omitempty"` // a resync's chunks published
 }
 
 // SeriesPage is the body of GET /api/v1/series.
@@ -253,6 +255,15 @@ func (s *Series) progress() []Progress {
 			ETA        time.Duration `json:"eta_ns"`
 			Done       bool          `json:"done"`
 		} `json:"backfill"`
+		Resyncs map[string]struct {
+			ID         int64         `json:"id"`
+			Rows       int64         `json:"rows"`
+			Estimated  int64         `json:"estimated_rows"`
+			RowsPerSec float64       `json:"rows_per_sec"`
+			ETA        time.Duration `json:"eta_ns"`
+			Done       bool          `json:"done"`
+			Chunks     int64         `json:"chunks"`
+		} `json:"resyncs"`
 	}
 	if !decodeStatus(f(), &r) {
 		return out
@@ -261,7 +272,16 @@ func (s *Series) progress() []Progress {
 		out = append(out, Progress{Kind: "backfill", Table: table, Rows: p.Rows, Estimated: p.Estimated,
 			RowsPerSec: p.RowsPerSec, ETASeconds: p.ETA.Seconds(), Done: p.Done})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Table < out[j].Table })
+	for table, p := range r.Resyncs {
+		out = append(out, Progress{Kind: "resync", Table: table, Rows: p.Rows, Estimated: p.Estimated,
+			RowsPerSec: p.RowsPerSec, ETASeconds: p.ETA.Seconds(), Done: p.Done, ID: p.ID, Chunks: p.Chunks})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Table != out[j].Table {
+			return out[i].Table < out[j].Table
+		}
+		return out[i].Kind < out[j].Kind
+	})
 	return out
 }
 

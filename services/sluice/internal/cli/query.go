@@ -287,6 +287,7 @@ func printStatus(w io.Writer, raw []byte) error {
 		fmt.Fprintf(tw, "reader\t%s\n", reader.State)
 		for _, t := range slices.Sorted(maps.Keys(reader.Halted)) {
 			fmt.Fprintf(tw, "  halted table %s\t%s\n", t, reader.Halted[t])
+			fmt.Fprintf(tw, "    to recover it, run:\tsluice resync --table %s\n", t)
 		}
 	}
 	var flusher struct {
@@ -384,7 +385,7 @@ func heldAtOrBelow(ctx context.Context, c *client, target proto.LSN) ([]string, 
 		case err != nil:
 			out = append(out, fmt.Sprintf("table %s is halted at an unknown position, so it may hold a change at or below %s: %s", t, target, r.Halted[t]))
 		case at <= target:
-			out = append(out, fmt.Sprintf("table %s is halted: its changes from %s on are in no snapshot: %s", t, at, r.Halted[t]))
+			out = append(out, fmt.Sprintf("table %s is halted: its changes from %s on are in no snapshot: %s (recover it: sluice resync --table %s)", t, at, r.Halted[t], t))
 		}
 	}
 	through := proto.Position{LSN: target, Seq: math.MaxUint64}

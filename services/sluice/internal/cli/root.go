@@ -65,6 +65,7 @@ func newRoot() *cobra.Command {
 		newCatalogCmd(g),
 		newDLQCmd(g), newSlotCmd(g),
 		newDestinationsCmd(g), newTraceCmd(g),
+		newResyncCmd(g),
 		newVersionCmd(),
 	)
 	return root

@@ -99,10 +99,10 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	for _, c := range comps {
 		statuses[c.Name] = c.Status
 	}
-	states, closeStates := destinationStates(ctx, st)
+	states, resyncs, closeStates := destinationStates(ctx, st)
 	defer closeStates()
 	lk := links(cfg, st)
-	series := api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log, States: states, Links: lk})
+	series := api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log, States: states, Resyncs: resyncs, Links: lk})
 
 	var traffic sync.WaitGroup
 	trafficCtx, stopTraffic := context.WithCancel(ctx)

@@ -1,0 +1,5 @@
+package catalog
+
+// SetIgnoreClears makes reads ignore clears: the negative control of
+// TestClear.
+func SetIgnoreClears(c *Catalog, on bool) { c.ignoreClears = on }
