@@ -279,12 +279,44 @@ func printStatus(w io.Writer, raw []byte) error {
 	} else {
 		fmt.Fprintln(tw, "no snapshot published yet")
 	}
+	type copyProgress struct {
+		ID         int64         `json:"id"`
+		Rows       int64         `json:"rows"`
+		Estimated  int64         `json:"estimated_rows"`
+		RowsPerSec float64       `json:"rows_per_sec"`
+		ETA        time.Duration `json:"eta_ns"`
+		Done       bool          `json:"done"`
+		Chunks     int64         `json:"chunks"`
+	}
 	var reader struct {
-		State  string            `json:"state"`
-		Halted map[string]string `json:"halted_tables"`
+		State    string                  `json:"state"`
+		Halted   map[string]string       `json:"halted_tables"`
+		Backfill map[string]copyProgress `json:"backfill"`
+		Resyncs  map[string]copyProgress `json:"resyncs"`
 	}
 	if r, ok := st.Services["reader"]; ok && json.Unmarshal(r, &reader) == nil {
 		fmt.Fprintf(tw, "reader\t%s\n", reader.State)
+		// Copies, in the form sluice resync --wait prints them.
+		for _, c := range []struct {
+			kind string
+			m    map[string]copyProgress
+		}{{"backfill", reader.Backfill}, {"resync", reader.Resyncs}} {
+			for _, t := range slices.Sorted(maps.Keys(c.m)) {
+				p := c.m[t]
+				state := "running"
+				if p.Done {
+					state = "done"
+				}
+				line := fmt.Sprintf("  %s %s\t%s, %d of ~%d rows", c.kind, t, state, p.Rows, p.Estimated)
+				if p.Chunks > 0 {
+					line += fmt.Sprintf(", %d chunks", p.Chunks)
+				}
+				if !p.Done {
+					line += fmt.Sprintf(", %.0f rows/s, eta %s", p.RowsPerSec, p.ETA.Round(time.Second))
+				}
+				fmt.Fprintln(tw, line)
+			}
+		}
 		for _, t := range slices.Sorted(maps.Keys(reader.Halted)) {
 			fmt.Fprintf(tw, "  halted table %s\t%s\n", t, reader.Halted[t])
 			fmt.Fprintf(tw, "    to recover it, run:\tsluice resync --table %s\n", t)
