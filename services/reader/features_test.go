@@ -143,42 +143,54 @@ func TestSchemaChange(t *testing.T) {
 	}
 }
 
-// TRUNCATE halts the table (persisted across restarts); other tables keep
-// flowing.
-func TestTruncateHalts(t *testing.T) {
+// A TRUNCATE becomes one clear (proto.OpClear, every column NULL) per
+// table it names, at its own position: a change of its transaction before
+// it sits below the clear, one after it above; nothing halts. A multi-table
+// TRUNCATE clears each table at one position; CASCADE clears the tables it
+// reached (pgoutput names them).
+func TestTruncateClears(t *testing.T) {
 	e := newEnv(t, "public.a", "public.b")
 	e.exec(`CREATE TABLE a (tenant_id text, id int, PRIMARY KEY (tenant_id, id));
-		CREATE TABLE b (tenant_id text, id int, PRIMARY KEY (tenant_id, id));`)
+		CREATE TABLE b (tenant_id text, id int, PRIMARY KEY (tenant_id, id), FOREIGN KEY (tenant_id, id) REFERENCES a);`)
 	run := e.start(e.newReader("a", nil))
 	waitStreaming(t, run)
 	e.exec(`INSERT INTO a VALUES ('t', 1); INSERT INTO b VALUES ('t', 1);`)
-	e.exec(`TRUNCATE a`)
-	e.exec(`INSERT INTO a VALUES ('t', 2); INSERT INTO b VALUES ('t', 2);`)
-	for _, r := range waitRows(t, e, 3) {
-		t.Log(r)
-	}
-	waitHalted(t, run, "public.a", "TRUNCATE")
-	run.stop(t)
-	run2 := e.start(e.newReader("b", nil))
-	waitStreaming(t, run2)
-	e.exec(`INSERT INTO a VALUES ('t', 3); INSERT INTO b VALUES ('t', 3);`)
-	rows := waitRows(t, e, 4)
-	time.Sleep(200 * time.Millisecond) // let a wrongly published row of a arrive
-	rows, _, _ = e.changes()
-	var bs int
+	e.exec(`BEGIN; INSERT INTO a VALUES ('t', 2); TRUNCATE a CASCADE; INSERT INTO a VALUES ('t', 3); COMMIT;`)
+	e.exec(`INSERT INTO b VALUES ('t', 3)`)
+	e.exec(`TRUNCATE b, a RESTART IDENTITY`)
+	e.exec(`INSERT INTO a VALUES ('t', 4)`)
+	rows := waitRows(t, e, 10)
+	var clears []row
+	pos := map[string]proto.Position{}
 	for _, r := range rows {
-		if r.table == "public.a" && r.vals["id"] != int64(1) {
-			t.Errorf("halted table published %v", r)
+		t.Log(r)
+		if r.op == proto.OpClear {
+			clears = append(clears, r)
+			for k, v := range r.vals {
+				if v != nil {
+					t.Errorf("clear of %s carries %s = %v", r.table, k, v)
+				}
+			}
+			if !strings.HasPrefix(r.msgID, "x:"+r.table+":") {
+				t.Errorf("clear of %s has id %s", r.table, r.msgID)
+			}
+			continue
 		}
-		if r.table == "public.b" {
-			bs++
-		}
+		pos[fmt.Sprintf("%s/%v", r.table, r.vals["id"])] = r.pos
 	}
-	if bs != 3 {
-		t.Errorf("b rows = %d, want 3", bs)
+	if len(clears) != 4 {
+		t.Fatalf("%d clears, want 4 (a and b by the CASCADE, b and a by the multi-table TRUNCATE)", len(clears))
 	}
-	if h := run2.r.Status().Halted["public.a"]; h == "" {
-		t.Error("halt not persisted across restart")
+	first := clears[0].pos
+	if clears[1].pos != first || !pos["public.a/2"].Less(first) || !first.Less(pos["public.a/3"]) || pos["public.a/2"].LSN != first.LSN {
+		t.Errorf("the TRUNCATE inside the transaction is at %v, its changes at %v and %v", first, pos["public.a/2"], pos["public.a/3"])
+	}
+	second := clears[2].pos
+	if clears[3].pos != second || !pos["public.b/3"].Less(second) || !second.Less(pos["public.a/4"]) {
+		t.Errorf("the multi-table TRUNCATE is at %v and %v; b/3 at %v, a/4 at %v", second, clears[3].pos, pos["public.b/3"], pos["public.a/4"])
+	}
+	if h := run.r.Status().Halted; len(h) != 0 {
+		t.Errorf("halted: %v", h)
 	}
 }
 

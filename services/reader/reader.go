@@ -408,6 +408,12 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		Eval: func(ctx context.Context, sql string, args [][]byte) ([][]byte, error) {
 			return evalGenerated(ctx, src, sql, args)
 		},
+		HasDefault: func(ctx context.Context, relid uint32, column string) (bool, error) {
+			return source.HasDefault(ctx, src, relid, column)
+		},
+		AutoResync: func(ctx context.Context, table, reason, detail string) error {
+			return r.autoResync(ctx, statePool, table, reason, detail)
+		},
 		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
 			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)
 		},
@@ -426,7 +432,17 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 			return err
 		}
 		g.Go(func() error { r.resyncLoop(gctx, src, statePool, tables, opts); return nil })
-		return r.stream(gctx, src, opts)
+		for {
+			err := r.stream(gctx, src, opts)
+			if !errors.Is(err, errSlotLost) {
+				return err
+			}
+			// Dropped mid-stream: created again and every table copied
+			// (prepareSlot sees it gone after a finished backfill).
+			if err := r.prepareSlot(gctx, src, statePool, list, nil, opts); err != nil {
+				return err
+			}
+		}
 	})
 	return g.Wait()
 }
@@ -456,6 +472,32 @@ func (r *Reader) claimFunc(ctx context.Context) (capture.ClaimFunc, error) {
 	}
 	return cs.PutClaim, nil
 }
+
+// autoResync queues a resync of table that the reader decided on by itself
+// (reason: capture.Reason*, or "slot_lost"), logs it and counts it. It
+// shows in the queue (`sluice resync --list`, GET /api/v1/resyncs, status)
+// with the reason "schema_change: <reason>" or "slot_lost".
+func (r *Reader) autoResync(ctx context.Context, statePool *pgxpool.Pool, table, reason, detail string) error {
+	label := "schema_change: " + reason
+	if reason == ReasonSlotLost {
+		label = reason
+	}
+	req, err := state.NewResyncs(statePool, r.cfg.State.Schema).Enqueue(ctx, r.cfg.Source.Slot, table, "", nil, label)
+	if err != nil {
+		return err
+	}
+	r.metrics.AutoResyncs.WithLabelValues(reason).Inc()
+	r.log.Warn("the reader resyncs a table by itself", "table", table, "reason", reason, "detail", detail, "resync", req.ID)
+	return nil
+}
+
+// errSlotLost ends the stream when the replication slot is gone: the
+// reader creates it again and copies every table (prepareSlot).
+var errSlotLost = errors.New("replication slot disappeared")
+
+// ReasonSlotLost is the auto-resync reason of a replication slot that was
+// gone (dropped, or lost on failover) while its backfill was done.
+const ReasonSlotLost = "slot_lost"
 
 // backfillAdded handles tables added to the publication of an existing
 // slot (source.tables grew): the stream carries their changes from now on,
@@ -510,6 +552,18 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 	if sl.Exists && !redo {
 		return nil
 	}
+	// A slot gone after its backfill finished was dropped (or lost on a
+	// failover): the WAL between its confirmed position and the new slot is
+	// gone, so every table is copied again at the new slot's snapshot and
+	// cleared below it; the last published snapshot stays readable
+	// meanwhile, and no snapshot claims an LSN past the old frontier until
+	// the copy and its clears are published (they carry no Sluice-Through).
+	lost := !sl.Exists && bf == "done"
+	if lost {
+		r.log.Warn("replication slot lost: creating it again and copying every table at its snapshot", "slot", slot, "reason", ReasonSlotLost)
+		r.metrics.AutoResyncs.WithLabelValues(ReasonSlotLost).Add(float64(len(tables)))
+	}
+	opts.BackfillClear = lost || redo
 	if r.cfg.Source.Backfill {
 		if err := setBackfill(ctx, statePool, r.cfg.State.Schema, slot, "running", 0); err != nil {
 			return err
@@ -578,7 +632,7 @@ func (r *Reader) stream(ctx context.Context, src *pgxpool.Pool, opts *capture.Op
 			continue
 		}
 		var invalid bool
-		if errors.Is(err, source.ErrInvalidSource) {
+		if errors.Is(err, source.ErrInvalidSource) || errors.Is(err, errSlotLost) {
 			invalid = true
 		}
 		r.state.SetError(err)
@@ -603,7 +657,7 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 		return err
 	}
 	if !sl.Exists {
-		return fmt.Errorf("%w: replication slot %s disappeared; restart the reader to recreate it (and resync: WAL was lost)", source.ErrInvalidSource, r.cfg.Source.Slot)
+		return fmt.Errorf("%w: replication slot %s", errSlotLost, r.cfg.Source.Slot)
 	}
 	if sl.Active && sl.ActivePID != 0 {
 		// We hold the lease, so the walsender still on the slot serves a

@@ -2,8 +2,10 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
@@ -19,10 +21,16 @@ import (
 // place in that destination's stream, and the message is acked only once
 // every one of those slices is committed (core: a message resolves when
 // each of its slices does). A destination unknown here holds no row of
-// the partition's stream before the clear, so it needs none. It returns
-// its (nil, nil) when there is no destination at all: the message is then
-// acked by the caller.
-func (m *Manager) expandClear(ctx context.Context, p *part, its []*item) ([]*item, error) {
+// the partition's stream before the clear, so it needs none: the router
+// publishes a table-wide clear only once every earlier batch is on ROUTED
+// (route.awaitEarlier), a partition expands it only once settled
+// (heldClear), and a flush registers its destination's cursor row even
+// when it advances no cursor (needsRegistration); so every earlier message
+// of the partition is acked (its destination has a cursor row), tracked
+// here (in memory), or in the same fetch (earlier: the destinations of the
+// messages before it there). It returns (nil, nil) when there is no
+// destination at all: the message is then acked by the caller.
+func (m *Manager) expandClear(ctx context.Context, p *part, its []*item, earlier map[string]bool) ([]*item, error) {
 	if len(its) != 1 || its[0].dest != proto.ClearAllDestinations {
 		for _, it := range its {
 			if it.dest == proto.ClearAllDestinations {
@@ -48,6 +56,9 @@ func (m *Manager) expandClear(ctx context.Context, p *part, its []*item) ([]*ite
 		names[n] = true
 	}
 	m.mu.Unlock()
+	for n := range earlier {
+		names[n] = true
+	}
 	if len(names) == 0 {
 		return nil, nil
 	}
@@ -68,6 +79,7 @@ func (m *Manager) expandClear(ctx context.Context, p *part, its []*item) ([]*ite
 	}
 	it.rec.Release()
 	m.m.clearSlices.Add(float64(len(out)))
+	m.log.Info("table cleared", "partition", p.id, "table", it.table, "position", it.first.String(), "destinations", len(out), "persisted", len(persisted), "in_fetch", len(earlier))
 	return out, nil
 }
 
@@ -99,4 +111,98 @@ func ackEmptyClear(its []*item) {
 	if len(its) > 0 {
 		_ = its[0].m.msg.Ack()
 	}
+}
+
+// heldClear is a table-wide clear received on a partition that is not
+// settled yet: a dead owner's unacked messages before it may redeliver
+// after it, to destinations this process does not know. It is expanded
+// once the partition settles (releaseHeldClears). It counts in the
+// consumer's ack-pending messages, so settle discounts it.
+type heldClear struct {
+	its []*item
+	gen uint64
+}
+
+// isTableClear reports whether a parsed message is a table-wide clear.
+func isTableClear(its []*item) bool {
+	return len(its) == 1 && its[0].dest == proto.ClearAllDestinations
+}
+
+// holdClearLocked holds a table-wide clear until p settles; a redelivery
+// of a clear already held replaces it (the consumer counts it once).
+func holdClearLocked(p *part, its []*item, gen uint64) {
+	seq := its[0].seq
+	for i, h := range p.heldClears {
+		if h.its[0].seq == seq {
+			for _, it := range h.its {
+				it.rec.Release()
+			}
+			p.heldClears[i] = heldClear{its: its, gen: gen}
+			return
+		}
+	}
+	p.heldClears = append(p.heldClears, heldClear{its: its, gen: gen})
+}
+
+// releaseHeldClears expands and receives the clears p held while it was
+// not settled, once it is.
+func (m *Manager) releaseHeldClears(ctx context.Context, p *part) {
+	m.mu.Lock()
+	if len(p.heldClears) == 0 || !p.c.Seeded() || p.c.Lost() {
+		m.mu.Unlock()
+		return
+	}
+	held := p.heldClears
+	p.heldClears = nil
+	m.mu.Unlock()
+	for _, h := range held {
+		m.receiveClear(ctx, p, h.its, h.gen, nil)
+	}
+}
+
+// receiveClear expands a table-wide clear and gives its slices to the core.
+func (m *Manager) receiveClear(ctx context.Context, p *part, parsed []*item, gen uint64, earlier map[string]bool) {
+	its, err := m.expandClear(ctx, p, parsed, earlier)
+	if err != nil {
+		for _, it := range parsed {
+			it.rec.Release()
+		}
+		msg := parsed[0].m.msg
+		if errors.Is(err, ErrBadMessage) {
+			m.deadLetter(ctx, msg, err)
+		} else {
+			m.log.Warn("expanding a clear; the message will be redelivered", "partition", p.id, "error", err)
+			_ = msg.NakWithDelay(time.Second)
+		}
+		return
+	}
+	if its == nil {
+		ackEmptyClear(parsed)
+		return
+	}
+	if !m.loadCursors(ctx, p, [][]*item{its}) {
+		return
+	}
+	m.receiveItems(p, its, gen)
+}
+
+// dropHeldClearsLocked releases the clears a lost partition held, unacked:
+// they redeliver to the next owner.
+func dropHeldClearsLocked(p *part) {
+	for _, h := range p.heldClears {
+		for _, it := range h.its {
+			it.rec.Release()
+		}
+	}
+	p.heldClears = nil
+}
+
+// needsRegistration reports whether a flush of d must write d's cursor row
+// although it advances no cursor (an unsettled partition writes none): a
+// destination whose rows are acked must be findable by a table-wide clear
+// after it leaves memory (evicted, or the partition moved to another
+// owner), and only a cursor row outlives memory. The row is written at the
+// zero position, which claims no prefix. Called under Manager.mu.
+func needsRegistration(d *dest) bool {
+	return !d.registered && d.c.Cursor() == (proto.Position{})
 }

@@ -221,6 +221,9 @@ func (m *Manager) advance(ctx context.Context, job *flushJob) error {
 	d := job.d
 	m.mu.Lock()
 	target, ok := d.c.CursorTarget(job.f)
+	if !ok && needsRegistration(d) {
+		target, ok = proto.Position{}, true // registered (clear.go)
+	}
 	if !ok {
 		// Not settled (a message pending elsewhere may sit below the
 		// target; a later flush advances the cursor), or nothing to write.
@@ -245,6 +248,7 @@ func (m *Manager) advance(ctx context.Context, job *flushJob) error {
 		return err
 	}
 	m.mu.Lock()
+	d.registered = true
 	err = d.c.CursorWritten(job.f, target)
 	m.mu.Unlock()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 	"github.com/sluice-cdc/sluice/shared/state"
@@ -292,6 +293,11 @@ func (m *Manager) advanceGroup(ctx context.Context, jobs []*flushJob, errs []err
 			continue
 		}
 		target, write := d.c.CursorTarget(job.f)
+		if !write && needsRegistration(d) {
+			// Registered at the zero position (clear.go): no prefix is
+			// claimed, but a table-wide clear finds the destination.
+			target, write = proto.Position{}, true
+		}
 		if !write { // not settled (the flush still commits), or nothing to write
 			errs[i] = stepErr(job, core.StepCursor, job.f.Done(core.StepCursor))
 			continue
@@ -319,6 +325,7 @@ func (m *Manager) advanceGroup(ctx context.Context, jobs []*flushJob, errs []err
 					slow[i] = true
 				default:
 					m.mu.Lock()
+					job.d.registered = true
 					errs[i] = stepErr(job, core.StepCursor, job.d.c.CursorWritten(job.f, a.Position))
 					m.mu.Unlock()
 					if m.afterAdvance != nil {

@@ -121,21 +121,38 @@ func (m *Manager) receiveGroup(ctx context.Context, p *part, msgs []jetstream.Ms
 			m.deadLetter(ctx, msg, err)
 			continue
 		}
-		parsed := its
-		if its, err = m.expandClear(ctx, p, parsed); err != nil {
-			for _, it := range parsed {
-				it.rec.Release()
+		if isTableClear(its) {
+			// A clear after the messages before it in this fetch: those are
+			// received first, then the clear is expanded knowing their
+			// destinations; on an unsettled partition it waits (heldClear).
+			earlier := map[string]bool{}
+			for _, g := range groups {
+				for _, it := range g {
+					earlier[it.dest] = true
+				}
 			}
-			if errors.Is(err, ErrBadMessage) {
-				m.deadLetter(ctx, msg, err)
-			} else {
-				m.log.Warn("expanding a clear; the message will be redelivered", "partition", p.id, "error", err)
-				_ = msg.NakWithDelay(time.Second)
+			if len(groups) > 0 {
+				if !m.loadCursors(ctx, p, groups) {
+					for _, it := range its {
+						it.rec.Release()
+					}
+					_ = msg.NakWithDelay(time.Second)
+					return
+				}
+				for _, g := range groups {
+					m.receiveItems(p, g, gen)
+				}
+				groups = groups[:0]
 			}
-			continue
-		}
-		if its == nil {
-			ackEmptyClear(parsed)
+			m.mu.Lock()
+			hold := !p.c.Seeded()
+			if hold {
+				holdClearLocked(p, its, gen)
+			}
+			m.mu.Unlock()
+			if !hold {
+				m.receiveClear(ctx, p, its, gen, earlier)
+			}
 			continue
 		}
 		groups = append(groups, its)

@@ -117,6 +117,11 @@ type dest struct {
 	lc state.DestinationState // lifecycle (lifecycle.go)
 
 	idleSince time.Time // idle.go: when the sweep first saw it idle
+
+	// registered: a cursor row exists for it (loaded, or written by a
+	// flush), so a table-wide clear finds it after it leaves memory
+	// (clear.go).
+	registered bool
 }
 
 func (d *dest) heldMsgs() int {
@@ -142,6 +147,7 @@ type part struct {
 	cons                jetstream.Consumer
 	held                int // unacked messages with a slice buffered or in flight
 	dests               map[string]*dest
+	heldClears          []heldClear        // table-wide clears waiting for the partition to settle (clear.go)
 	cancel              context.CancelFunc // stops its fetch loop
 	done                chan struct{}      // closed when the fetch loop has returned
 }
@@ -458,6 +464,7 @@ func (m *Manager) dropAll() {
 // message redelivers to the next owner. With nak, messages are nak'd to
 // speed that up.
 func (m *Manager) dropPartLocked(p *part, nak bool) {
+	dropHeldClearsLocked(p)
 	for _, it := range p.c.Lose() {
 		if nak && !it.m.done {
 			it.m.done = true

@@ -293,7 +293,8 @@ func (m *Manager) settle(ctx context.Context, p *part) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p.c.Settle(info.NumAckPending) {
+	// A held clear is this owner's, delivered and not yet given to the core.
+	if p.c.Settle(max(info.NumAckPending-len(p.heldClears), 0)) {
 		m.log.Debug("partition settled: its cursors advance", "partition", p.id, "ack_pending", info.NumAckPending)
 	}
 }

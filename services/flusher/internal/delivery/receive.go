@@ -87,6 +87,7 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		}
 		paused = false
 		m.settle(ctx, p)
+		m.releaseHeldClears(ctx, p)
 		// FetchMaxWait, not a FetchContext: when a fetch's context ends,
 		// nats.go drops the messages the server already sent for it (they
 		// stay ack-pending until AckWait, hours). With a server-side expiry

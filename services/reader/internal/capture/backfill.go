@@ -343,6 +343,26 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 		return err
 	}
 	_, _ = conn.Exec(ctx, "COMMIT")
+	if o.BackfillClear {
+		// Below every copied row (their ordinals start at 1) and after
+		// them in the stream: what the destinations held from before the
+		// snapshot and the copy did not bring again is gone at the source.
+		rec, err := clearRecord(o, sc, nil, proto.Position{LSN: snap.LSN(), Seq: 0}, snap.Time)
+		if err != nil {
+			return fmt.Errorf("building the clear of %s: %w", t.Name, err)
+		}
+		out := clearOut(t.Name, sc, nil, proto.Position{LSN: snap.LSN(), Seq: 0}, 0, rec)
+		out.Span = startSpan(o.Tracer, out)
+		select {
+		case outs <- out:
+		case <-ctx.Done():
+			if out.Span != nil {
+				out.Span.End()
+			}
+			return ctx.Err()
+		}
+		o.Metrics.Clears.Inc()
+	}
 	return nil
 }
 

@@ -33,6 +33,7 @@ type Metrics struct {
 	ResyncRetries  *prometheus.CounterVec // by table, reason: chunks copied again
 	ResyncsRunning *prometheus.GaugeVec   // by table
 	Clears         prometheus.Counter     // clears published (TRUNCATE, end of a resync)
+	AutoResyncs    *prometheus.CounterVec // resyncs the reader queued by itself, by reason
 }
 
 // NewMetrics creates and registers the metrics on reg (nil: unregistered;
@@ -63,6 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ResyncRetries:  telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_resync_chunk_retries_total", Help: "Resync chunks copied again, by table and reason (lost, unsafe)."}, []string{"table", "reason"})),
 		ResyncsRunning: telemetry.MustRegister(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_reader_resyncs_running", Help: "1 while a live resync of the table runs."}, []string{"table"})),
 		Splits:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_batch_splits_total", Help: "Batches split in two because their encoding exceeded nats.max_payload."})),
+		AutoResyncs:    telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_auto_resyncs_total", Help: "Resyncs the reader queued by itself: a schema change that rewrote rows without WAL (column_default, column_renamed, column_readded) or a lost slot (slot_lost)."}, []string{"reason"})),
 		Clears:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_clears_total", Help: "Clears published to CHANGES: one per table a TRUNCATE named, one per finished resync."})),
 	}
 	return m

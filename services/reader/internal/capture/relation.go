@@ -53,6 +53,21 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
 		return nil
 	}
+	if t.schema != nil && s.o.AutoResync != nil {
+		reason, detail, err := s.schemaChangeReason(ctx, r.ID, t.relCols, r.Columns)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			// The new schema streams from here on; the resync re-copies
+			// the rows the change rewrote without WAL.
+			defer func() {
+				if err := s.o.AutoResync(ctx, name, reason, detail); err != nil {
+					s.o.Log.Error("queueing the resync of a schema change failed: resync the table", "table", name, "reason", reason, "error", err)
+				}
+			}()
+		}
+	}
 	gens := t.info.Generated
 	if s.o.DescribeGenerated != nil {
 		var err error

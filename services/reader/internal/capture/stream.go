@@ -64,7 +64,17 @@ type Options struct {
 	// each Relation message); nil: the table's as described at start.
 	DescribeGenerated func(ctx context.Context, relid uint32) ([]source.Generated, error)
 	Eval              EvalFunc
-	Publish           PublishFunc
+	// AutoResync queues a resync of a table whose Relation message shows a
+	// schema change that rewrote its rows without WAL (schemachange.go);
+	// HasDefault tells an added column's default. nil: none.
+	AutoResync AutoResyncFunc
+	// BackfillClear makes Backfill follow each table's copy with a clear of
+	// the table below the copy (every destination): a copy that replaces
+	// what the destinations hold (a lost slot's, a redo's) must also remove
+	// the rows the source no longer has.
+	BackfillClear bool
+	HasDefault    HasDefaultFunc
+	Publish       PublishFunc
 	// Resync hands live resync chunks to the stream (resync.go); nil: the
 	// marks are ignored.
 	Resync  *Resyncer

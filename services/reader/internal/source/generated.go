@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -118,4 +119,19 @@ func GeneratedSQL(gens []Generated) (sql string, inputs []string) {
 		}
 	}
 	return "SELECT " + sel.String() + " FROM (SELECT " + from.String() + ") AS _sluice_row", inputs
+}
+
+// HasDefault reports whether column of relation oid holds a value in the
+// rows that existed before it was added: a default stored for them
+// (atthasmissing: a non-volatile default of ADD COLUMN), or any default or
+// generation expression (a volatile one rewrote the table). Neither writes
+// a row to the WAL's logical stream.
+func HasDefault(ctx context.Context, q Querier, oid uint32, column string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT a.atthasmissing OR EXISTS (SELECT 1 FROM pg_attrdef d WHERE d.adrelid = a.attrelid AND d.adnum = a.attnum)
+		FROM pg_attribute a WHERE a.attrelid = $1 AND a.attname = $2 AND NOT a.attisdropped`, oid, column).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // dropped again since
+	}
+	return ok, err
 }

@@ -1,12 +1,16 @@
 package route
 
 import (
+	"context"
+	"fmt"
 	"maps"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/arrowcodec"
@@ -30,6 +34,51 @@ func tableClear(rec arrow.RecordBatch) bool {
 	}
 	op, ok := rec.Column(ops[0]).(*array.Int8)
 	return ok && proto.IsClear(op.Value(0)) && rec.Column(rs[0]).IsNull(0)
+}
+
+// clearBarrierTimeout bounds how long a table-wide clear waits for the
+// messages before it; past it the clear is retried (a transient error).
+const clearBarrierTimeout = 30 * time.Second
+
+// awaitEarlier waits until every CHANGES message before msg is acked by the
+// router consumer (its ack floor reaches msg's stream sequence - 1): the
+// router's workers route batches concurrently, and a table-wide clear
+// published to ROUTED before an earlier batch would reach a partition
+// before that batch's rows, whose destinations its flusher may not know yet
+// when it expands the clear. With the barrier, every destination with a
+// row below the clear is in memory or has a cursor when the clear arrives
+// (docs/adr/0024-clear.md). Clears are rare; this costs one consumer
+// info request per poll.
+func (h *Handler) awaitEarlier(ctx context.Context, msg jetstream.Msg) error {
+	if h.o.JS == nil {
+		return nil
+	}
+	meta, err := msg.Metadata()
+	if err != nil || meta.Sequence.Stream <= 1 {
+		return nil
+	}
+	cons, err := h.o.JS.Consumer(ctx, meta.Stream, meta.Consumer)
+	if err != nil {
+		return fmt.Errorf("reading consumer %s before a clear: %w", meta.Consumer, err)
+	}
+	deadline := time.Now().Add(clearBarrierTimeout)
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("reading consumer %s before a clear: %w", meta.Consumer, err)
+		}
+		if info.AckFloor.Stream+1 >= meta.Sequence.Stream {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the messages before stream sequence %d are not all routed after %s", ErrClearBarrier, meta.Sequence.Stream, clearBarrierTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // clearMessages makes the messages of a table-wide clear: one per

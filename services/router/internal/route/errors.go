@@ -9,4 +9,7 @@ var (
 	// ErrNoMsgID marks an input without Nats-Msg-Id and without stream
 	// metadata to derive output ids from. Permanent.
 	ErrNoMsgID = errors.New("input has no message id")
+	// ErrClearBarrier marks a table-wide clear whose earlier messages were
+	// not all routed in time. Transient: the clear is retried.
+	ErrClearBarrier = errors.New("clear waits for earlier batches")
 )

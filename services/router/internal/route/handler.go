@@ -217,6 +217,10 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 		return natsx.Permanent(fmt.Errorf("decoding batch %s: %w", id, err))
 	}
 	if tableClear(rec) {
+		if err := h.awaitEarlier(ctx, msg); err != nil {
+			rec.Release()
+			return err
+		}
 		return h.routeClear(ctx, id, hdr, rec)
 	}
 	t0 := time.Now()
