@@ -88,8 +88,16 @@ func TestResyncsHTTP(t *testing.T) {
 		byName.Value == nil || *byName.Value != "a.b" {
 		t.Fatalf("POST by destination name: %d %+v", code, byName)
 	}
+	var byQuery state.Resync
+	if code := call("POST", "/api/v1/resyncs?table=public.orders&value=a.b", "", true, &byQuery); code != 200 ||
+		byQuery.Value == nil || *byQuery.Value != "a.b" || byQuery.Destination != "~c4n64" {
+		t.Fatalf("POST by query: %d %+v", code, byQuery)
+	}
+	if code := call("POST", "/api/v1/resyncs?table=public.orders", `{"table":"public.orders"}`, true, nil); code != http.StatusBadRequest {
+		t.Fatalf("POST with body and query: %d", code)
+	}
 	var list []state.Resync
-	if code := call("GET", "/api/v1/resyncs", "", false, &list); code != 200 || len(list) != 3 || list[0].ID != byName.ID {
+	if code := call("GET", "/api/v1/resyncs", "", false, &list); code != 200 || len(list) != 4 || list[0].ID != byQuery.ID {
 		t.Fatalf("GET list: %d %+v", code, list)
 	}
 	var got state.Resync
