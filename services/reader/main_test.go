@@ -289,12 +289,23 @@ func keyOf(r row, cols ...string) string {
 }
 
 // apply folds rows into the newest state per key, as every destination
-// does: the newest position wins; tombstones delete.
+// does: the newest position wins; tombstones delete; a clear (proto.OpClear)
+// hides every row of its table below it (of its tenant_id only when it
+// carries one), as the catalog's reads do.
 func apply(rows []row, key ...string) map[string]row {
 	sorted := append([]row(nil), rows...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].pos.Less(sorted[j].pos) })
 	state := map[string]row{}
 	for _, r := range sorted {
+		if r.op == proto.OpClear {
+			// Every row folded so far is below it (position order).
+			for k, s := range state {
+				if s.table == r.table && (r.vals["tenant_id"] == nil || s.vals["tenant_id"] == r.vals["tenant_id"]) {
+					delete(state, k)
+				}
+			}
+			continue
+		}
 		k := keyOf(r, key...)
 		if proto.IsTombstone(r.op) {
 			delete(state, k)

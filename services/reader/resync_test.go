@@ -38,37 +38,12 @@ func sourceItems(t *testing.T, dsn string) map[string]string {
 	return out
 }
 
-// folded is the CHANGES stream applied by position, as tenant|id -> v, as
-// a reader of the catalog sees it: a clear (proto.OpClear) hides the rows
-// of its scope (the table, or one tenant) below its position.
+// folded is the CHANGES stream applied by position (apply: clears
+// included), as tenant|id -> v.
 func (e *env) folded(only string) map[string]string {
 	rows, _, _ := e.changes()
-	var all proto.Position
-	byTenant := map[any]proto.Position{}
-	for _, r := range rows {
-		if r.op != proto.OpClear {
-			continue
-		}
-		if tn := r.vals["tenant_id"]; tn != nil {
-			if b := byTenant[tn]; b.Less(r.pos) {
-				byTenant[tn] = r.pos
-			}
-		} else if all.Less(r.pos) {
-			all = r.pos
-		}
-	}
-	kept := rows[:0:0]
-	for _, r := range rows {
-		if r.op == proto.OpClear || r.pos.Less(all) {
-			continue
-		}
-		if b, ok := byTenant[r.vals["tenant_id"]]; ok && r.pos.Less(b) {
-			continue
-		}
-		kept = append(kept, r)
-	}
 	out := map[string]string{}
-	for k, r := range apply(kept, "tenant_id", "id") {
+	for k, r := range apply(rows, "tenant_id", "id") {
 		if only != "" && r.vals["tenant_id"] != only {
 			continue
 		}
