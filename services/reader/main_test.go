@@ -297,10 +297,17 @@ func apply(rows []row, key ...string) map[string]row {
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].pos.Less(sorted[j].pos) })
 	state := map[string]row{}
 	for _, r := range sorted {
-		if r.op == proto.OpClear {
-			// Every row folded so far is below it (position order).
+		if proto.IsClear(r.op) {
+			// As the catalog reads a clear: every row below it goes (in
+			// its scope: the rows holding its non-NULL routing value).
 			for k, s := range state {
-				if s.table == r.table && (r.vals["tenant_id"] == nil || s.vals["tenant_id"] == r.vals["tenant_id"]) {
+				in := s.table == r.table
+				for c, v := range r.vals {
+					if v != nil && s.vals[c] != v {
+						in = false
+					}
+				}
+				if in {
 					delete(state, k)
 				}
 			}

@@ -427,9 +427,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		HasDefault: func(ctx context.Context, relid uint32, column string) (bool, error) {
 			return source.HasDefault(ctx, src, relid, column)
 		},
-		AutoResync: func(ctx context.Context, table, reason, detail string) error {
-			return r.autoResync(ctx, statePool, table, reason, detail)
-		},
+		AutoResync: r.autoResyncFunc(statePool),
 		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
 			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)
 		},
@@ -510,6 +508,16 @@ func (r *Reader) autoResync(ctx context.Context, statePool *pgxpool.Pool, table,
 // errSlotLost ends the stream when the replication slot is gone: the
 // reader creates it again and copies every table (prepareSlot).
 var errSlotLost = errors.New("replication slot disappeared")
+
+// autoResyncFunc is the stream's AutoResync (nil when the rule is off).
+func (r *Reader) autoResyncFunc(statePool *pgxpool.Pool) capture.AutoResyncFunc {
+	if r.rules.noAutoResync {
+		return nil
+	}
+	return func(ctx context.Context, table, reason, detail string) error {
+		return r.autoResync(ctx, statePool, table, reason, detail)
+	}
+}
 
 // ReasonSlotLost is the auto-resync reason of a replication slot that was
 // gone (dropped, or lost on failover) while its backfill was done.

@@ -14,4 +14,7 @@ type rules struct {
 	// noHighWatermark publishes every row of a resync chunk, even those the
 	// stream changed inside the chunk's window (capture/resync.go).
 	noHighWatermark bool
+	// noAutoResync ignores schema changes that rewrite rows without WAL
+	// (capture/schemachange.go): the older rows keep their old values.
+	noAutoResync bool
 }

@@ -11,6 +11,9 @@ import (
 // a build with the sluice_unsafe tag. Each logs one WARN line naming its
 // variable: the tests check for it to know the hook is live.
 const (
+	// unsafeNoAutoResyncEnv, set to 1, switches the auto-resync on schema
+	// changes without WAL off.
+	unsafeNoAutoResyncEnv = "SLUICE_UNSAFE_NO_AUTO_RESYNC"
 	// unsafeScalarMaxEnv, set to 1, switches the prefix-complete confirmed
 	// LSN off (confirm max(acked) instead).
 	unsafeScalarMaxEnv = "SLUICE_UNSAFE_SCALAR_MAX_LSN"
@@ -39,6 +42,10 @@ func unsafeRules(log *slog.Logger) rules {
 	if os.Getenv(unsafeNoHighWatermarkEnv) == "1" {
 		r.noHighWatermark = true
 		log.Warn(unsafeNoHighWatermarkEnv + "=1: a live resync publishes the rows the stream changed inside a chunk's window and WILL read stale rows; for negative-control tests only")
+	}
+	if os.Getenv(unsafeNoAutoResyncEnv) == "1" {
+		r.noAutoResync = true
+		log.Warn(unsafeNoAutoResyncEnv + "=1: the reader does not resync a table whose schema change rewrote its rows without WAL, and older rows WILL read stale; for negative-control tests only")
 	}
 	return r
 }

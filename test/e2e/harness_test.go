@@ -81,6 +81,17 @@ func (p *pg) exec(sql string, args ...any) {
 	}
 }
 
+// tryExec runs sql and returns its error.
+func (p *pg) tryExec(sql string, args ...any) error {
+	conn, err := pgx.Connect(context.Background(), p.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(context.Background(), sql, args...)
+	return err
+}
+
 func (p *pg) strings(sql string, args ...any) []string {
 	p.t.Helper()
 	conn, err := pgx.Connect(context.Background(), p.dsn)

@@ -223,7 +223,7 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 				want[tenant] = map[string]any{}
 			}
 		}
-		rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT %s::text, to_jsonb(x)::text FROM %s x`, pgx.Identifier{t.Routing}.Sanitize(), t.Name))
+		rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT %s::text, to_jsonb(sluice_oracle_row)::text FROM %s sluice_oracle_row`, pgx.Identifier{t.Routing}.Sanitize(), t.Name))
 		if err != nil {
 			return rep, fmt.Errorf("reading %s from the source: %w", t.Name, err)
 		}

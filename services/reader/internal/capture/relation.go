@@ -53,8 +53,8 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
 		return nil
 	}
-	if t.schema != nil && s.o.AutoResync != nil {
-		reason, detail, err := s.schemaChangeReason(ctx, r.ID, t.relCols, r.Columns)
+	if s.o.AutoResync != nil {
+		reason, detail, err := s.schemaChangeReason(ctx, r.ID, t.lastColumns(), r.Columns)
 		if err != nil {
 			return err
 		}

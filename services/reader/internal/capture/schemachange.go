@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
+	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 )
 
 // Schema changes that write no WAL for the rows they change: the rows a
@@ -33,6 +34,26 @@ type AutoResyncFunc func(ctx context.Context, table, reason, detail string) erro
 // the rows it existed before (a default at ADD COLUMN time).
 type HasDefaultFunc func(ctx context.Context, relid uint32, column string) (bool, error)
 
+// lastColumns are the columns the stream last described for t: its last
+// Relation message's in this session, else the ones the reader described
+// at start (names only; generated columns, which pgoutput does not send,
+// left out). A change made while no session ran and before the table's
+// next change is compared with the start's description; one made while the
+// reader was down, with no Relation message in between, is not seen.
+func (t *tableState) lastColumns() []pgoutput.Column {
+	if t.schema != nil {
+		return t.relCols
+	}
+	var out []pgoutput.Column
+	for _, n := range t.info.Columns {
+		if slices.ContainsFunc(t.info.Generated, func(g source.Generated) bool { return g.Name == n }) {
+			continue
+		}
+		out = append(out, pgoutput.Column{Name: n})
+	}
+	return out
+}
+
 // schemaChangeReason compares a Relation message's columns with the ones
 // last seen and names the change that rewrote existing rows without WAL,
 // or "" for none (a column added without a default reads NULL in older
@@ -53,7 +74,8 @@ func (s *session) schemaChangeReason(ctx context.Context, relid uint32, old, cur
 	// columns do not have.
 	if len(on) == len(cn) {
 		for i := range on {
-			if on[i] != cn[i] && !slices.Contains(on, cn[i]) && !slices.Contains(cn, on[i]) && old[i].TypeOID == cur[i].TypeOID {
+			sameType := old[i].TypeOID == 0 || old[i].TypeOID == cur[i].TypeOID // 0: described at start, by name only
+			if on[i] != cn[i] && !slices.Contains(on, cn[i]) && !slices.Contains(cn, on[i]) && sameType {
 				return ReasonColumnRenamed, fmt.Sprintf("column %s renamed to %s", on[i], cn[i]), nil
 			}
 		}
