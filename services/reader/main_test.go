@@ -289,7 +289,9 @@ func keyOf(r row, cols ...string) string {
 }
 
 // apply folds rows into the newest state per key, as every destination
-// does: the newest position wins; tombstones delete.
+// does: the newest position wins; tombstones delete; a clear (proto.OpClear)
+// hides every row of its table below it (of its tenant_id only when it
+// carries one), as the catalog's reads do.
 func apply(rows []row, key ...string) map[string]row {
 	sorted := append([]row(nil), rows...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].pos.Less(sorted[j].pos) })
@@ -299,7 +301,7 @@ func apply(rows []row, key ...string) map[string]row {
 			// As the catalog reads a clear: every row below it goes (in
 			// its scope: the rows holding its non-NULL routing value).
 			for k, s := range state {
-				in := true
+				in := s.table == r.table
 				for c, v := range r.vals {
 					if v != nil && s.vals[c] != v {
 						in = false

@@ -104,6 +104,16 @@ type Status struct {
 	// above it). A table shown halted without one (dropped at the source)
 	// has no known position.
 	HaltedAt map[string]string `json:"halted_at_lsn,omitempty"`
+	// RecoveredHalts are the halts a resync cleared since this reader
+	// started: the changes the halt dropped are in snapshots through the
+	// resync's end_lsn (sluice wait waits for it).
+	RecoveredHalts map[string]RecoveredHalt `json:"recovered_halts,omitempty"`
+}
+
+// RecoveredHalt is a halt a resync cleared.
+type RecoveredHalt struct {
+	HaltedAt string `json:"halted_at_lsn"`
+	EndLSN   string `json:"end_lsn"`
 }
 
 // New checks the configuration and returns a reader; Run starts it.
@@ -140,6 +150,12 @@ func (r *Reader) Status() Status {
 	s := r.state.Snapshot()
 	st := Status{Slot: r.cfg.Source.Slot, State: s.Phase, Holder: r.holder, ConfirmedLSN: s.Confirmed.String(),
 		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, Resyncs: s.Resyncs, LastError: s.LastError}
+	for t, rh := range s.Recovered {
+		if st.RecoveredHalts == nil {
+			st.RecoveredHalts = map[string]RecoveredHalt{}
+		}
+		st.RecoveredHalts[t] = RecoveredHalt{HaltedAt: rh.HaltedAt.String(), EndLSN: rh.End.String()}
+	}
 	for t := range s.Halted {
 		if st.ResyncCommand == nil {
 			st.ResyncCommand = map[string]string{}

@@ -189,7 +189,7 @@ func (r *Reader) runResync(ctx context.Context, q *state.Resyncs, src *pgxpool.P
 		return err
 	}
 	if halted || req.Halted {
-		cleared := r.resync.ClearHalt(firstGen, func() { r.state.ClearHalted(t.Name) })
+		cleared := r.resync.ClearHalt(firstGen, func() { r.state.ClearHalted(t.Name, end) })
 		if !cleared {
 			// A session started after the first chunk and dropped the
 			// table's changes again: start over.

@@ -357,7 +357,7 @@ func TestResyncWaitOnATerminal(t *testing.T) {
 		t.Fatalf("sluice resync --wait: %v\n%s\n%s", werr, screen, s.tail())
 	}
 	// The bar redraws in place (\r); some frame shows progress under way.
-	bar := regexp.MustCompile(`resync 1 public\.rs_items: running, chunk \d+ +\d+% \|[^|]*\| \(\d+/\d+ rows, \d+ rows/s\) \[[^\]]+:[^\]]+\]`)
+	bar := regexp.MustCompile(`resync 1 public\.rs_items: running, chunk \d+ +\d+% \|[^|]*\| \(\d+/\d+, \d+ rows/s\) \[[^\]]+:[^\]]+\]`)
 	if !bar.MatchString(screen) {
 		t.Errorf("no progress bar frame with percent, rows of estimated, rate and ETA in:\n%q", screen)
 	}

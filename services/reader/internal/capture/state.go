@@ -28,7 +28,17 @@ type State struct {
 	haltedAt  map[string]proto.LSN
 	backfill  map[string]Progress
 	resyncs   map[string]ResyncProgress
+	recovered map[string]Recovered
 	lastErr   string
+}
+
+// Recovered is a halt a resync cleared: the changes from HaltedAt on that
+// the halt dropped are in a snapshot only once it is through End (the
+// resync's end mark), so `sluice wait` for an LSN at or above HaltedAt
+// waits for End too.
+type Recovered struct {
+	HaltedAt proto.LSN
+	End      proto.LSN
 }
 
 // ResyncProgress is a live resync's progress (of one table).
@@ -40,7 +50,7 @@ type ResyncProgress struct {
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}, resyncs: map[string]ResyncProgress{}}
+	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}, resyncs: map[string]ResyncProgress{}, recovered: map[string]Recovered{}}
 }
 
 // StateSnapshot is a copy of the state.
@@ -53,6 +63,7 @@ type StateSnapshot struct {
 	HaltedAt  map[string]proto.LSN // a halted table's first change not carried, where known
 	Backfill  map[string]Progress
 	Resyncs   map[string]ResyncProgress
+	Recovered map[string]Recovered
 	LastError string
 }
 
@@ -61,7 +72,7 @@ func (s *State) Snapshot() StateSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StateSnapshot{Phase: s.phase, Confirmed: s.confirmed, Server: s.server, Rows: maps.Clone(s.rows),
-		Halted: maps.Clone(s.halted), HaltedAt: maps.Clone(s.haltedAt), Backfill: maps.Clone(s.backfill), Resyncs: maps.Clone(s.resyncs), LastError: s.lastErr}
+		Halted: maps.Clone(s.halted), HaltedAt: maps.Clone(s.haltedAt), Backfill: maps.Clone(s.backfill), Resyncs: maps.Clone(s.resyncs), Recovered: maps.Clone(s.recovered), LastError: s.lastErr}
 }
 
 // SetPhase records the reader's phase (standby, backfilling, streaming, ...).
@@ -106,9 +117,13 @@ func (s *State) SetHaltedAt(table string, at proto.LSN) {
 	s.mu.Unlock()
 }
 
-// ClearHalted records that table streams again (a resync completed).
-func (s *State) ClearHalted(table string) {
+// ClearHalted records that table streams again: a resync that ends at end
+// completed.
+func (s *State) ClearHalted(table string, end proto.LSN) {
 	s.mu.Lock()
+	if at, ok := s.haltedAt[table]; ok {
+		s.recovered[table] = Recovered{HaltedAt: at, End: end}
+	}
 	delete(s.halted, table)
 	delete(s.haltedAt, table)
 	s.mu.Unlock()

@@ -6,7 +6,9 @@ package api
 //
 //	POST /api/v1/resyncs        body {"table": "S.T"} with optional
 //	                            "destination": NAME or "value": V (one
-//	                            destination's rows); 200: the queued request
+//	                            destination's rows), or without a body
+//	                            ?table=S.T[&destination=NAME|&value=V];
+//	                            200: the queued request
 //	GET  /api/v1/resyncs        queued, running and finished ones, newest first
 //	GET  /api/v1/resyncs/{id}   one
 //
@@ -64,21 +66,34 @@ func (a *handler) resyncCreate(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, errors.Join(ErrBadRequest, err))
 		return
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("decoding the body: %w (want {\"table\": \"SCHEMA.TABLE\"})", err)))
+	q := r.URL.Query()
+	switch {
+	case len(body) == 0:
+		req.Table, req.Destination = q.Get("table"), q.Get(paramDestination)
+		if q.Has(paramValue) {
+			v := q.Get(paramValue)
+			req.Value = &v
+		}
+	case q.Has("table") || q.Has(paramDestination) || q.Has(paramValue):
+		a.fail(w, errors.Join(ErrBadRequest, errors.New("give the request in the body or in the query, not both")))
 		return
+	default:
+		if err := json.Unmarshal(body, &req); err != nil {
+			a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("decoding the body: %w (want {\"table\": \"SCHEMA.TABLE\"})", err)))
+			return
+		}
 	}
 	dest, value, err := a.resyncScope(req)
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	q, err := a.d.Resyncs.Enqueue(r.Context(), a.d.Config.Source.Slot, req.Table, dest, value, "operator")
+	queued, err := a.d.Resyncs.Enqueue(r.Context(), a.d.Config.Source.Slot, req.Table, dest, value, "operator")
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, q)
+	writeJSON(w, http.StatusOK, queued)
 }
 
 // resyncScope validates a request: the table is captured, and the

@@ -104,6 +104,11 @@ no snapshot will include it until an operator acts.`,
 					case len(held) > 0:
 						return &exitError{2, fmt.Errorf("no snapshot will include every change through %s until an operator acts:\n  %s", target, strings.Join(held, "\n  "))}
 					}
+					if done {
+						if why := recoveringAtOrBelow(ctx, c, target, s.ThroughLSN); why != "" {
+							done, last = false, why
+						}
+					}
 				}
 				if done {
 					fmt.Fprintf(os.Stderr, "snapshot %d includes everything through %s (through_lsn %s)\n", s.Version, target, s.ThroughLSN)
@@ -279,12 +284,44 @@ func printStatus(w io.Writer, raw []byte) error {
 	} else {
 		fmt.Fprintln(tw, "no snapshot published yet")
 	}
+	type copyProgress struct {
+		ID         int64         `json:"id"`
+		Rows       int64         `json:"rows"`
+		Estimated  int64         `json:"estimated_rows"`
+		RowsPerSec float64       `json:"rows_per_sec"`
+		ETA        time.Duration `json:"eta_ns"`
+		Done       bool          `json:"done"`
+		Chunks     int64         `json:"chunks"`
+	}
 	var reader struct {
-		State  string            `json:"state"`
-		Halted map[string]string `json:"halted_tables"`
+		State    string                  `json:"state"`
+		Halted   map[string]string       `json:"halted_tables"`
+		Backfill map[string]copyProgress `json:"backfill"`
+		Resyncs  map[string]copyProgress `json:"resyncs"`
 	}
 	if r, ok := st.Services["reader"]; ok && json.Unmarshal(r, &reader) == nil {
 		fmt.Fprintf(tw, "reader\t%s\n", reader.State)
+		// Copies, in the form sluice resync --wait prints them.
+		for _, c := range []struct {
+			kind string
+			m    map[string]copyProgress
+		}{{"backfill", reader.Backfill}, {"resync", reader.Resyncs}} {
+			for _, t := range slices.Sorted(maps.Keys(c.m)) {
+				p := c.m[t]
+				state := "running"
+				if p.Done {
+					state = "done"
+				}
+				line := fmt.Sprintf("  %s %s\t%s, %d of ~%d rows", c.kind, t, state, p.Rows, p.Estimated)
+				if p.Chunks > 0 {
+					line += fmt.Sprintf(", %d chunks", p.Chunks)
+				}
+				if !p.Done {
+					line += fmt.Sprintf(", %.0f rows/s, eta %s", p.RowsPerSec, p.ETA.Round(time.Second))
+				}
+				fmt.Fprintln(tw, line)
+			}
+		}
 		for _, t := range slices.Sorted(maps.Keys(reader.Halted)) {
 			fmt.Fprintf(tw, "  halted table %s\t%s\n", t, reader.Halted[t])
 			fmt.Fprintf(tw, "    to recover it, run:\tsluice resync --table %s\n", t)
@@ -400,6 +437,39 @@ func heldAtOrBelow(ctx context.Context, c *client, target proto.LSN) ([]string, 
 		out = append(out, fmt.Sprintf("destination %s is halted with its cursor at %q, below %s: its later changes are in no snapshot: %s", d.Destination, d.Cursor, target, d.LastError))
 	}
 	return out, nil
+}
+
+// recoveringAtOrBelow says why a snapshot through through is not yet
+// through target: a table whose halt at or below target a resync cleared
+// has the changes the halt dropped only in snapshots through the resync's
+// end ("" when none).
+func recoveringAtOrBelow(ctx context.Context, c *client, target proto.LSN, through string) string {
+	var st struct {
+		Services struct {
+			Reader struct {
+				Recovered map[string]struct {
+					HaltedAt string `json:"halted_at_lsn"`
+					EndLSN   string `json:"end_lsn"`
+				} `json:"recovered_halts"`
+			} `json:"reader"`
+		} `json:"services"`
+	}
+	if err := c.get(ctx, "/api/v1/status", nil, &st); err != nil {
+		return err.Error()
+	}
+	got, err := proto.ParseLSN(through)
+	if err != nil {
+		return err.Error()
+	}
+	for _, t := range slices.Sorted(maps.Keys(st.Services.Reader.Recovered)) {
+		rh := st.Services.Reader.Recovered[t]
+		at, err1 := proto.ParseLSN(rh.HaltedAt)
+		end, err2 := proto.ParseLSN(rh.EndLSN)
+		if err1 == nil && err2 == nil && at <= target && got < end {
+			return fmt.Sprintf("table %s was halted at %s and resynced: its changes from there are in snapshots through %s, the latest is through %s", t, at, end, through)
+		}
+	}
+	return ""
 }
 
 func attention(ctx context.Context, c *client) []string {

@@ -9,7 +9,9 @@ import (
 // sluice status renders the snapshot, halted tables, one line per
 // destination (an encoded name with its routing value) and the streams.
 func TestPrintStatus(t *testing.T) {
-	raw := `{"services":{"reader":{"state":"streaming","halted_tables":{"public.m":"TRUNCATE is not replicated"}},
+	raw := `{"services":{"reader":{"state":"streaming","halted_tables":{"public.m":"TRUNCATE is not replicated"},
+		"backfill":{"public.b":{"rows":3000,"estimated_rows":3000,"done":true}},
+		"resyncs":{"public.r":{"id":2,"rows":1200,"estimated_rows":4000,"rows_per_sec":600,"eta_ns":4000000000,"chunks":3}}},
 		"flusher":{"id":"f1","destinations":[{"destination":"~c4n64","partition":7,"state":"healthy","buffered_rows":3,"cursor":"0/10:1","age_seconds":1.5}]}},
 		"snapshot":{"version":4,"published_at":"2026-11-30T10:00:00Z","through_lsn":"0/20","packs":9},
 		"streams":[{"name":"DLQ","messages":2,"bytes":10,"consumers":[{"name":"c","pending":1,"ack_pending":0,"redelivered":0}]}]}`
@@ -19,7 +21,9 @@ func TestPrintStatus(t *testing.T) {
 	}
 	for _, want := range []string{
 		"snapshot 4", "through_lsn 0/20", "packs 9",
-		"halted table public.m", "TRUNCATE is not replicated",
+		"halted table public.m", "TRUNCATE is not replicated", "sluice resync --table public.m",
+		"backfill public.b", "done, 3000 of ~3000 rows",
+		"resync public.r", "running, 1200 of ~4000 rows, 3 chunks, 600 rows/s, eta 4s",
 		"~c4n64 (a.b)", "healthy", "0/10:1", "1.5s",
 		"DLQ", `flusher: {"id":"f1"}`,
 	} {

@@ -63,3 +63,30 @@ func TestHeldAtOrBelow(t *testing.T) {
 		}
 	}
 }
+
+// recoveringAtOrBelow: a halt a resync cleared holds `sluice wait` for an
+// LSN at or above the halt until the snapshot is through the resync's end
+// (the changes the halt dropped are only there); below the halt it holds
+// nothing.
+func TestRecoveringAtOrBelow(t *testing.T) {
+	const doc = `{"services":{"reader":{"recovered_halts":{"public.a":{"halted_at_lsn":"0/100","end_lsn":"0/400"}}}}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(doc))
+	}))
+	defer srv.Close()
+	c := &client{base: srv.URL, http: srv.Client()}
+	for _, tc := range []struct {
+		target, through string
+		held            bool
+	}{
+		{"0/200", "0/300", true},  // through the target, not the resync's end
+		{"0/200", "0/400", false}, // through the end
+		{"0/50", "0/60", false},   // below the halt
+	} {
+		target, _ := proto.ParseLSN(tc.target)
+		why := recoveringAtOrBelow(t.Context(), c, target, tc.through)
+		if (why != "") != tc.held || (tc.held && !strings.Contains(why, "public.a")) {
+			t.Errorf("target %s, snapshot through %s: %q, want held %v", tc.target, tc.through, why, tc.held)
+		}
+	}
+}
