@@ -1,0 +1,20 @@
+package catalog
+
+import (
+	"context"
+
+	"github.com/sluice-cdc/sluice/shared/packstore"
+)
+
+// BuildCompacted exposes buildCompacted to the compaction tests.
+func BuildCompacted(ctx context.Context, store packstore.Store, table, fp, packID string, ins []CompactInput) (CompactedSegment, error) {
+	return buildCompacted(ctx, store, table, fp, packID, ins)
+}
+
+// SetCompactWinnersOnly sets the compactWinnersOnly knob; the returned
+// function restores it.
+func SetCompactWinnersOnly(on bool) func() {
+	old := compactWinnersOnly
+	compactWinnersOnly = on
+	return func() { compactWinnersOnly = old }
+}
