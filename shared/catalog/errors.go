@@ -26,6 +26,9 @@ var (
 	// published before the catalog was rebuilt: the rebuilt catalog never
 	// reuses it.
 	ErrRebuiltPast = errors.New("snapshot version predates a catalog rebuild")
+	// ErrNotMember is returned by PublishReplace for a member to remove
+	// that the latest snapshot does not hold.
+	ErrNotMember = errors.New("not a member of the latest snapshot")
 	// ErrUnknownTable is returned for a table the catalog has never indexed.
 	ErrUnknownTable = errors.New("table not in catalog")
 	// ErrBadCursor is returned for a page cursor this catalog did not issue.

@@ -414,10 +414,12 @@ func readRef(ctx context.Context, store packstore.Store, path string, limit int6
 }
 
 // PackTraces returns the recorded traceparents (at most limit) of the packs
-// that the publish (version, publishID) admitted.
+// that the publish (version, publishID) admitted: the inventory rows above
+// the previous snapshot's high-water and at or below its own.
 func (c *Catalog) PackTraces(ctx context.Context, version uint64, publishID string, limit int) ([]string, error) {
-	q := "SELECT DISTINCT trace FROM " + ident(c.n.packs()) + " WHERE trace != '' AND (store_id, pack_id) IN (SELECT store_id, pack_id FROM " +
-		ident(c.n.manifest()) + " WHERE version = " + u64(version) + " AND publish_id = " + quote(publishID) + ") LIMIT " + strconv.Itoa(limit)
+	wt := ident(c.n.watermark())
+	q := fmt.Sprintf("SELECT DISTINCT trace FROM %s WHERE trace != '' AND _block_number > (SELECT ifNull(max(inventory_block), 0) FROM %s WHERE version < %d) AND _block_number <= (SELECT ifNull(max(inventory_block), 0) FROM %s WHERE version = %d AND publish_id = %s) LIMIT %d",
+		ident(c.n.packs()), wt, version, wt, version, quote(publishID), limit)
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("reading the traces of snapshot %d: %w", version, err)

@@ -3,9 +3,9 @@ package catalog
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,11 +38,12 @@ func (c *Catalog) watermarkScalar(version string) string {
 }
 
 // publishWatermarkScalar is watermarkScalar for the publish statement, with
-// a third element: the packs published so far (the sum of new_packs), from
-// which the row records the snapshot's cumulative pack count, and a fourth:
-// the inventory high-water (see unpublished).
+// a third element: the latest snapshot's member count (packs), from which
+// the row records its own, and a fourth: the latest inventory high-water
+// (see "The admitted set"). The high-water and through_lsn only rise, so
+// the latest row holds both maxima.
 func (c *Catalog) publishWatermarkScalar(version uint64) string {
-	return fmt.Sprintf("(SELECT (countIf(version >= %d), max(through_lsn), sum(new_packs), max(inventory_block)) FROM %s)", version, ident(c.n.watermark()))
+	return fmt.Sprintf("(SELECT (countIf(version >= %d), max(through_lsn), argMax(packs, version), max(inventory_block)) FROM %s)", version, ident(c.n.watermark()))
 }
 
 // fence is the predicate, on the server's clock, that leaseID is the live
@@ -270,32 +271,32 @@ type PublishResult struct {
 	Lease    Lease // the lease as the publish left it (renewed)
 }
 
-// publishCap bounds the packs one publish admits: its members are
-// aggregated into the one watermark row (groupUniqArray), so a publish after a
-// rebuild of a very large store is cut into several. A publish that hits
-// the cap does not advance through_lsn (packs at or below the frontier may
-// be among those left for the next publish) nor the inventory high-water,
-// so the next publish reads the packs it left. A variable so a test can
-// lower it.
-var publishCap = 1_000_000
+// Member is one member of a snapshot: a (pack, destination) inventory row
+// (a per-destination pack is one, a segment one per destination it holds)
+// and the table its rows belong to.
+type Member struct {
+	StoreID     string `json:"store_id"`
+	PackID      string `json:"pack_id"`
+	Destination string `json:"destination"`
+	Table       string `json:"table"`
+}
 
 // Publish publishes the next snapshot: every indexed pack not yet a member
-// (every inventory row its statement sees, see unpublished; at most
-// publishCap), and
-// through_lsn (never below the previous snapshot's). Each attempt is three
-// statements:
+// (every inventory row its statement sees above the latest high-water, see
+// "The admitted set"), and through_lsn (never below the previous
+// snapshot's). Each attempt is three statements:
 //
 //  1. renewal-and-claim: one fenced append to the lease table renews the
 //     lease and claims a version (the renewal row carries the claim; it is
 //     written only while l is the live head);
-//  2. the publish: one INSERT ... SELECT of one watermark row that holds
-//     the snapshot's membership (the packs it admits, as an array) and a
-//     fresh publish_id, written only if the statement finds, on the
-//     server's clock, that l is the live head, that claimID is the
-//     version's sole claim (one read of the lease table) and that no
-//     version at or above it is published (one read of the watermark) --
-//     the fence; the row also records the head's term and expiry, which
-//     are this publish's own renewal;
+//  2. the publish: one INSERT ... SELECT of one watermark row that records
+//     the snapshot's inventory high-water (its membership: every inventory
+//     row at or below it), its member count and a fresh publish_id,
+//     written only if the statement finds, on the server's clock, that l
+//     is the live head, that claimID is the version's sole claim (one read
+//     of the lease table) and that no version at or above it is published
+//     (one read of the watermark) -- the fence; the row also records the
+//     head's term and expiry, which are this publish's own renewal;
 //  3. one read-back query over the watermark: the version's publishes, the
 //     pack count and the highest version. Only a publish that is not alone
 //     at its version (lost, or a conflict) also reads the lease table.
@@ -307,8 +308,41 @@ var publishCap = 1_000_000
 // again); a version published twice returns ErrPublishConflict. The first
 // publish of a handle also reads the highest version (one query).
 func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, through proto.LSN) (PublishResult, error) {
+	return c.publish(ctx, l, ttl, through, nil, false)
+}
+
+// PublishReplace is a compaction's or a purge's publish: fenced like
+// Publish (the same lease fence, version claim, barrier and read-back), it
+// admits every visible inventory row as Publish does and records removed,
+// members of the latest snapshot that this snapshot and every later one no
+// longer hold. Its through_lsn is the previous snapshot's: a compaction
+// claims nothing new. It refuses (ErrNotMember) to remove a member the
+// latest snapshot does not hold, checked before each attempt and again
+// inside the publishing statement (a snapshot published in between is
+// caught by the version barrier). removed must not be empty.
+func (c *Catalog) PublishReplace(ctx context.Context, l Lease, ttl time.Duration, removed []Member) (PublishResult, error) {
+	if len(removed) == 0 {
+		return PublishResult{Lease: l}, fmt.Errorf("publishing a replacement: no members to remove")
+	}
+	seen := map[Member]bool{}
+	for _, m := range removed {
+		if seen[m] {
+			return PublishResult{Lease: l}, fmt.Errorf("publishing a replacement: member %s/%s of %s (table %s) is listed twice", m.StoreID, m.PackID, m.Destination, m.Table)
+		}
+		seen[m] = true
+	}
+	return c.publish(ctx, l, ttl, 0, removed, true)
+}
+
+// publish is Publish and, with replace, PublishReplace.
+func (c *Catalog) publish(ctx context.Context, l Lease, ttl time.Duration, through proto.LSN, removed []Member, replace bool) (PublishResult, error) {
 	wt, pt := ident(c.n.watermark()), ident(c.n.packs())
 	for attempt := 1; attempt <= 8; attempt++ {
+		if replace {
+			if err := c.checkRemovable(ctx, removed); err != nil {
+				return PublishResult{Lease: l}, err
+			}
+		}
 		v, err := c.nextVersion(ctx, attempt)
 		if err != nil {
 			return PublishResult{Lease: l}, err
@@ -321,33 +355,54 @@ func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, throu
 			c.beforeStatements()
 		}
 		pid := uuid.NewString()
-		window, fresh, full := c.unpublished("w.4")
-		capped := publishCap
-		if c.capAdvances {
-			capped = math.MaxInt // negative control: a capped publish claims the frontier
-		}
 		// Two scalars, each named once in WITH and so evaluated once: the
 		// lease head (is it this publisher's, live on the server clock, with
 		// this publish's sole claim; its term and expiry, which this row
 		// records: the head is this publish's own renewal) and the
-		// watermark (the version barrier and the highest through_lsn).
-		// The members are the fresh rows of the window (see unpublished);
-		// b is the highest block the window read, fresh or not, so the
-		// high-water the row records (inventory_block) is one below which
-		// every visible row is a member. A capped publish left fresh rows
-		// out: it keeps the previous high-water.
-		q := fmt.Sprintf(`INSERT INTO %[1]s (version, publish_id, published_at, through_lsn, new_packs, packs, lease_id, holder, lease_term, lease_expires, members, inventory_block)
-			WITH %[12]s AS f, %[6]s AS w
-			SELECT %[2]d, %[3]s, %[4]s, greatest(if(length(m) < %[13]d, toUInt64(%[5]d), 0), w.2), length(m), w.3 + length(m), %[7]s, %[8]s, f.2, f.3, m,
-				if(length(m) < %[9]d, greatest(w.4, b), w.4)
-			FROM (SELECT groupUniqArrayIf(%[9]d)((store_id, pack_id, destination, table), %[15]s) AS m, max(_block_number) AS b FROM %[10]s WHERE %[11]s)
-			WHERE %[14]s`+tiny,
-			wt, v, quote(pid), nowMicros, uint64(through), c.publishWatermarkScalar(v), quote(l.LeaseID), quote(l.Holder), publishCap, pt, window,
-			c.leaseScalar(l.LeaseID, v, cid), capped, c.publishCond(), fresh)
+		// watermark (the version barrier, the highest through_lsn, the
+		// latest member count and high-water). The statement reads the
+		// inventory rows above the latest high-water only: b, the highest
+		// block among them, is the new high-water (every visible row is at
+		// or below it), n the members they add.
+		window := "_block_number > w.4"
+		hw := "greatest(w.4, b)"
+		if c.clockWindow {
+			// Negative control: the high-water is the highest block among
+			// the rows stamped within the clock window, not the highest the
+			// statement sees.
+			c.pubMu.Lock()
+			last := c.lastPubAt
+			c.pubMu.Unlock()
+			if last > 0 {
+				window += fmt.Sprintf(" AND indexed_at >= %d", last-publishSlack.Microseconds())
+			}
+		}
+		cols := "version, publish_id, published_at, through_lsn, new_packs, packs, lease_id, holder, lease_term, lease_expires, inventory_block"
+		vals := fmt.Sprintf("%d, %s, %s, greatest(toUInt64(%d), w.2), n, w.3 + n, %s, %s, f.2, f.3, %s",
+			v, quote(pid), nowMicros, uint64(through), quote(l.LeaseID), quote(l.Holder), hw)
+		cond := c.publishCond()
+		if replace {
+			lit := memberTuples(removed)
+			cols += ", removes, removed"
+			vals = fmt.Sprintf("%d, %s, %s, w.2, n, w.3 + n - %d, %s, %s, f.2, f.3, %s, %d, [%s]",
+				v, quote(pid), nowMicros, len(removed), quote(l.LeaseID), quote(l.Holder), hw, len(removed), lit)
+			// Every member removed is a member of the latest snapshot (at or
+			// below its high-water, not removed before), as this statement
+			// sees it; the barrier makes that snapshot the one this publish
+			// follows.
+			cond += fmt.Sprintf(" AND (SELECT count() FROM (SELECT DISTINCT store_id, pack_id, destination, table FROM %s WHERE _block_number <= w.4 AND (store_id, pack_id, destination, table) IN (%s) AND (store_id, pack_id, destination) NOT IN %s)) = %d",
+				pt, lit, c.removedSet(""), len(removed))
+		}
+		q := fmt.Sprintf(`INSERT INTO %[1]s (%[2]s)
+			WITH %[3]s AS f, %[4]s AS w
+			SELECT %[5]s
+			FROM (SELECT count(DISTINCT store_id, pack_id, destination) AS n, max(_block_number) AS b FROM %[6]s WHERE %[7]s)
+			WHERE %[8]s`+tiny,
+			wt, cols, c.leaseScalar(l.LeaseID, v, cid), c.publishWatermarkScalar(v), vals, pt, window, cond)
 		if err := c.conn.Exec(ctx, q); err != nil {
 			return PublishResult{Lease: l}, fmt.Errorf("publishing version %d: %w", v, err)
 		}
-		res, done, err := c.settle(ctx, l, v, pid, full, attempt)
+		res, done, err := c.settle(ctx, l, v, pid, attempt)
 		if done || err != nil {
 			return res, err
 		}
@@ -357,12 +412,48 @@ func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, throu
 	return PublishResult{Lease: l}, fmt.Errorf("%w: gave up after 8 attempts", ErrVersionRace)
 }
 
+// memberTuples renders members as SQL tuples (store_id, pack_id,
+// destination, table), comma separated.
+func memberTuples(ms []Member) string {
+	var b strings.Builder
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(" + quote(m.StoreID) + ", " + quote(m.PackID) + ", " + quote(m.Destination) + ", " + quote(m.Table) + ")")
+	}
+	return b.String()
+}
+
+// checkRemovable returns ErrNotMember unless every member of removed is a
+// member of the latest snapshot.
+func (c *Catalog) checkRemovable(ctx context.Context, removed []Member) error {
+	latest, err := c.Latest(ctx)
+	if err != nil {
+		return fmt.Errorf("publishing a replacement: %w", err)
+	}
+	have, err := c.Members(ctx, latest.Version, "", "")
+	if err != nil {
+		return fmt.Errorf("publishing a replacement: %w", err)
+	}
+	in := make(map[Member]bool, len(have))
+	for _, m := range have {
+		in[m] = true
+	}
+	for _, m := range removed {
+		if !in[m] {
+			return fmt.Errorf("%w: pack %s of store %s, destination %s, table %s is not a member of the latest snapshot %d", ErrNotMember, m.PackID, m.StoreID, m.Destination, m.Table, latest.Version)
+		}
+	}
+	return nil
+}
+
 // settle reads back what a publish attempt at version v (publish pid) left
 // and decides: published (done, nil), a conflict or a lost lease (done,
 // error), or a lost version to retry higher (not done). A publish that is
 // alone at its version needs one query (the watermark); anything else also
 // reads the lease head.
-func (c *Catalog) settle(ctx context.Context, l Lease, v uint64, pid string, full bool, attempt int) (PublishResult, bool, error) {
+func (c *Catalog) settle(ctx context.Context, l Lease, v uint64, pid string, attempt int) (PublishResult, bool, error) {
 	mine, foreign, snap, lease, err := c.readBack(ctx, v, pid)
 	if err != nil {
 		return PublishResult{Lease: l}, true, err
@@ -371,7 +462,7 @@ func (c *Catalog) settle(ctx context.Context, l Lease, v uint64, pid string, ful
 		if lease.Term > 0 { // 0 only with the fence off (negative control)
 			l.Term, l.Expires = lease.Term, lease.Expires
 		}
-		c.publishedAt(snap, full)
+		c.publishedAt(snap)
 		return PublishResult{Snapshot: snap, Attempts: attempt, Lease: l}, true, nil
 	}
 	head, now, err := c.readLease(ctx, v)
@@ -452,12 +543,10 @@ func (c *Catalog) readLease(ctx context.Context, v uint64) (head []Lease, now ti
 
 // Pending counts the inventory rows no published snapshot holds yet, as
 // Snapshot.NewPacks counts them: (pack, destination) members, a segment
-// one per destination it holds; what a publish now would admit (see
-// unpublished).
+// one per destination it holds; what a publish now would admit: the rows
+// above the latest high-water (one range read of the block numbers).
 func (c *Catalog) Pending(ctx context.Context) (uint64, error) {
-	window, fresh, _ := c.unpublished("hw")
-	with := "WITH " + c.inventoryHW() + " AS hw "
-	q := fmt.Sprintf("%sSELECT count(DISTINCT store_id, pack_id, destination) FROM %s WHERE %s AND %s", with, ident(c.n.packs()), window, fresh) + tiny
+	q := fmt.Sprintf("WITH %s AS hw SELECT count(DISTINCT store_id, pack_id, destination) FROM %s WHERE _block_number > hw", c.inventoryHW(), ident(c.n.packs())) + tiny
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("counting unpublished packs: %w", err)
@@ -466,67 +555,42 @@ func (c *Catalog) Pending(ctx context.Context) (uint64, error) {
 }
 
 // The admitted set. A publish admits every inventory row that is visible
-// to its statement and no published snapshot holds yet; otherwise the
-// through_lsn it claims (proven by the frontier: every pack holding a change
-// at or below it has a committed inventory row) could pass a pack it left
-// out. To do that without reading the whole history, it admits by the
+// to its statement; otherwise the through_lsn it claims (proven by the
+// frontier: every pack holding a change at or below it has a committed
+// inventory row) could pass a pack it left out. It admits by the
 // inventory's block number (_block_number, the persisted number of the
 // insert that wrote the row): the engine allocates it under the table's
 // parts lock at the moment the insert's part becomes visible, so block
 // order is visibility order and a statement's read sees every row up to
 // the highest block it sees. The watermark row records that high-water
-// (inventory_block): every inventory row at or below it is a member of that
-// snapshot or an earlier one. The next publish reads only rows above it and
-// checks them against the memberships of the snapshots that recorded the
-// current high-water (a row above it can be a member only of those: capped
-// publishes, which keep the high-water). No clock is involved, so a stalled
-// insert or a server clock stepped back delays nothing
-// (TestStalledIndexerPackIsPublished, both cases).
-// The high-water relies on the inventory being append-only (no delete may
-// remove the parts holding its newest blocks, which would let the engine
-// hand out those numbers again after a restart).
+// (inventory_block), and the high-water is the membership: every
+// inventory row at or below it is a member of that snapshot (unless a
+// publish at or below it removed it, see PublishReplace), so a publish
+// reads only the rows above the previous high-water and lists nothing. No
+// clock is involved, so a stalled insert or a server clock stepped back
+// delays nothing (TestStalledIndexerPackIsPublished, both cases).
+// The high-water relies on the inventory's block numbers never being
+// handed out twice: no delete may drop the parts holding its newest
+// blocks (the engine would hand those numbers out again after a restart),
+// and no merge may replace a row by a later copy (inventoryEngine).
 //
 // The clock window it replaces (an unexported test knob, clockWindow: the
-// negative control) admitted rows stamped after the last publish minus
-// publishSlack: a row that became visible more than publishSlack after its
-// stamp fell outside it while the publish claimed the frontier.
+// negative control) took as the high-water the highest block among rows
+// stamped after the last publish minus publishSlack: when every row
+// stamped late (a stalled insert, a clock stepped back) fell outside it,
+// the publish claimed the frontier without them.
 const publishSlack = 30 * time.Second
 
 // inventoryHW is the inventory high-water of the latest published snapshot
 // as a scalar over the watermark (the publish statement reads it from its
-// watermark scalar instead).
+// watermark scalar instead). 0 when nothing is published.
 func (c *Catalog) inventoryHW() string {
 	return "(SELECT max(inventory_block) FROM " + ident(c.n.watermark()) + ")"
 }
 
-// unpublished returns the predicates, over the inventory, of packs no
-// published snapshot holds (hw: the SQL of the latest high-water): window
-// bounds the rows read, fresh checks them against the memberships; full
-// reports a full sweep (every pack against every membership).
-func (c *Catalog) unpublished(hw string) (window, fresh string, full bool) {
-	wt := ident(c.n.watermark())
-	c.pubMu.Lock()
-	last := c.lastPubAt
-	c.pubMu.Unlock()
-	clock := c.clockWindow
-	full = c.noWindow || (clock && last == 0)
-	slack := publishSlack.Microseconds()
-	// Members are read straight from the watermark rows that hold them
-	// (the manifest view is the same ARRAY JOIN).
-	switch {
-	case full:
-		return "1", fmt.Sprintf("(store_id, pack_id, destination) NOT IN (SELECT m.1, m.2, m.3 FROM %s ARRAY JOIN members AS m)", wt), true
-	case clock:
-		return fmt.Sprintf("indexed_at >= %d", last-slack),
-			fmt.Sprintf("(store_id, pack_id, destination) NOT IN (SELECT m.1, m.2, m.3 FROM %s ARRAY JOIN members AS m WHERE published_at >= %d)", wt, last-2*slack), false
-	}
-	return "_block_number > " + hw,
-		fmt.Sprintf("(store_id, pack_id, destination) NOT IN (SELECT m.1, m.2, m.3 FROM %s ARRAY JOIN members AS m WHERE inventory_block >= %s)", wt, hw), false
-}
-
 // publishedAt records a successful publish: its server-clock time anchors the
 // clock window of the clockWindow knob.
-func (c *Catalog) publishedAt(s Snapshot, _ bool) {
+func (c *Catalog) publishedAt(s Snapshot) {
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
 	c.lastPubAt = s.PublishedAt.UnixMicro() // follows the server clock, even back

@@ -90,21 +90,93 @@ func (c *Catalog) Latest(ctx context.Context) (Snapshot, error) {
 	return c.Snapshot(ctx, asUint(res.Rows[0][0]))
 }
 
-// membership is the predicate admitting the rows of packs that are members
-// of snapshot version (an SQL expression; "" destination or table means
-// any). A member is a manifest row paired by (version, publish_id) with a
-// watermark row, at or below version.
-func (c *Catalog) membership(version, destination, table string) string {
-	var where []string
-	where = append(where, "version <= "+version)
+// Membership. The members of snapshot V are the inventory rows at or below
+// V's inventory high-water (publish.go, "The admitted set"), minus the
+// members removed by the publishes at or below V (PublishReplace). So a
+// read needs V's own watermark row (its high-water) and the removal sets,
+// read from the rows that have one (the watermark's removals skip index):
+// what it reads follows the destination's inventory rows and the removals,
+// not the number of snapshots. Nothing older than the retention horizon is
+// read but the removal sets: garbage collection may delete an expired
+// watermark row only once the members it removed are gone from the
+// inventory.
+
+// hwAt is the inventory high-water of published version (SQL: a literal or
+// a scalar) as a scalar: its watermark row, one point of the sort key.
+func (c *Catalog) hwAt(version string) string {
+	return "(SELECT max(inventory_block) FROM " + ident(c.n.watermark()) + " WHERE version = " + version + ")"
+}
+
+// removedSet is the set (store_id, pack_id, destination) removed by the
+// publishes at or below version ("" any version) as an IN subquery.
+func (c *Catalog) removedSet(version string) string {
+	where := "removes > 0"
+	if version != "" {
+		where = "version <= " + version + " AND " + where
+	}
+	return "(SELECT r.1, r.2, r.3 FROM " + ident(c.n.watermark()) + " ARRAY JOIN removed AS r WHERE " + where + ")"
+}
+
+// memberRows is the predicate, over the inventory, of the member rows of
+// snapshot version whose high-water is hw (both SQL; "" destination or
+// table means any). Copies of one member (a pack indexed twice) may both
+// match.
+func (c *Catalog) memberRows(version, hw, destination, table string) string {
+	where := []string{"_block_number <= " + hw}
 	if destination != "" {
 		where = append(where, "destination = "+quote(destination))
 	}
 	if table != "" {
 		where = append(where, "table = "+quote(table))
 	}
-	return fmt.Sprintf("(store_id, pack_id) IN (SELECT store_id, pack_id FROM %s WHERE %s AND (version, publish_id) IN (SELECT version, publish_id FROM %s WHERE version <= %s))",
-		ident(c.n.manifest()), strings.Join(where, " AND "), ident(c.n.watermark()), version)
+	where = append(where, "(store_id, pack_id, destination) NOT IN "+c.removedSet(version))
+	return strings.Join(where, " AND ")
+}
+
+// membership is the predicate admitting the rows (of a rows table) of the
+// members of snapshot version (an SQL expression; "" destination or table
+// means any). A member is a (pack, destination): a segment's rows of a
+// destination whose member was removed are not admitted, whatever its
+// other destinations.
+func (c *Catalog) membership(version, destination, table string) string {
+	return fmt.Sprintf("(store_id, pack_id, destination) IN (SELECT store_id, pack_id, destination FROM %s WHERE %s)",
+		ident(c.n.packs()), c.memberRows(version, c.hwAt(version), destination, table))
+}
+
+// highWater reads published version's inventory high-water, or
+// ErrNoSnapshot.
+func (c *Catalog) highWater(ctx context.Context, version uint64) (uint64, error) {
+	res, err := c.conn.Query(ctx, "SELECT inventory_block FROM "+ident(c.n.watermark())+" WHERE version = "+u64(version)+" LIMIT 1")
+	if err != nil {
+		return 0, fmt.Errorf("reading snapshot %d: %w", version, err)
+	}
+	if len(res.Rows) == 0 {
+		return 0, c.missingVersion(ctx, version)
+	}
+	return asUint(res.Rows[0][0]), nil
+}
+
+// Members returns the members of destination's table at published version
+// ("" destination: every destination; "" table: every table), ordered by
+// (destination, table, store_id, pack_id). Two statements: the version's
+// high-water, then the inventory rows at or below it that no publish at or
+// below the version removed.
+func (c *Catalog) Members(ctx context.Context, version uint64, destination, table string) ([]Member, error) {
+	hw, err := c.highWater(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf("SELECT DISTINCT destination, table, store_id, pack_id FROM %s WHERE %s ORDER BY destination, table, store_id, pack_id",
+		ident(c.n.packs()), c.memberRows(u64(version), u64(hw), destination, table))
+	res, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("reading the members of snapshot %d: %w", version, err)
+	}
+	out := make([]Member, 0, len(res.Rows))
+	for _, r := range res.Rows {
+		out = append(out, Member{Destination: asString(r[0]), Table: asString(r[1]), StoreID: asString(r[2]), PackID: asString(r[3])})
+	}
+	return out, nil
 }
 
 // maxLiteralMembers bounds the membership lists a read writes into its
@@ -118,9 +190,10 @@ type memberKey struct {
 }
 
 // members returns the membership predicate of destination's table at the
-// published version v. A snapshot's membership never changes (manifest rows
-// pair with a watermark row written after them, and no version at or below
-// a published one can be published again), so a small membership is read
+// published version v (the read's statements also filter destination). A
+// snapshot's membership never changes (its high-water and its removals are
+// its own row and the rows below it, and no version at or below a
+// published one can be published again), so a small membership is read
 // once, remembered, and written as a literal list: the page's two
 // statements then build no set from subqueries.
 func (c *Catalog) members(ctx context.Context, v uint64, destination, table string) (string, error) {
@@ -131,9 +204,16 @@ func (c *Catalog) members(ctx context.Context, v uint64, destination, table stri
 	if ok {
 		return pred, nil
 	}
-	sub := c.membership(u64(v), destination, table)
-	q := fmt.Sprintf("SELECT DISTINCT store_id, pack_id FROM %s WHERE version <= %d AND destination = %s AND table = %s AND (version, publish_id) IN (SELECT version, publish_id FROM %s WHERE version <= %d) ORDER BY store_id, pack_id LIMIT %d",
-		ident(c.n.manifest()), v, quote(destination), quote(table), ident(c.n.watermark()), v, maxLiteralMembers+1)
+	hw, err := c.highWater(ctx, v)
+	if err != nil {
+		return "", err
+	}
+	// The literal high-water (a published snapshot's never changes) spares
+	// the statements the scalar over the watermark.
+	sub := fmt.Sprintf("(store_id, pack_id) IN (SELECT store_id, pack_id FROM %s WHERE %s)",
+		ident(c.n.packs()), c.memberRows(u64(v), u64(hw), destination, table))
+	q := fmt.Sprintf("SELECT DISTINCT store_id, pack_id FROM %s WHERE %s ORDER BY store_id, pack_id LIMIT %d",
+		ident(c.n.packs()), c.memberRows(u64(v), u64(hw), destination, table), maxLiteralMembers+1)
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return "", fmt.Errorf("reading membership of %s of %s at version %d: %w", table, destination, v, err)
@@ -186,8 +266,8 @@ func (c *Catalog) tableAt(ctx context.Context, ti TableInfo, v uint64) (TableInf
 	fp, ok := c.tableAtCache[k]
 	c.pubMu.Unlock()
 	if !ok {
-		q := fmt.Sprintf("SELECT argMax(fingerprint, (last_lsn, last_seq)), count() FROM %s WHERE table = %s AND %s",
-			ident(c.n.packs()), quote(ti.Name), c.membership(u64(v), "", ti.Name))
+		q := fmt.Sprintf("SELECT argMax(fingerprint, (last_lsn, last_seq)), count() FROM %s WHERE %s",
+			ident(c.n.packs()), c.memberRows(u64(v), c.hwAt(u64(v)), "", ti.Name))
 		res, err := c.conn.Query(ctx, q)
 		if err != nil {
 			return TableInfo{}, fmt.Errorf("reading the schema of %s at version %d: %w", ti.Name, v, err)
@@ -230,8 +310,12 @@ func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	q := fmt.Sprintf("SELECT table, arraySort(groupUniqArray(destination)) FROM %s WHERE version <= %d AND (version, publish_id) IN (SELECT version, publish_id FROM %s WHERE version <= %d) GROUP BY table ORDER BY table",
-		ident(c.n.manifest()), v, ident(c.n.watermark()), v)
+	hw, err := c.highWater(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf("SELECT table, arraySort(groupUniqArray(destination)) FROM %s WHERE %s GROUP BY table ORDER BY table",
+		ident(c.n.packs()), c.memberRows(u64(v), u64(hw), "", ""))
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("listing destinations at version %d: %w", v, err)

@@ -20,9 +20,8 @@ type RebuildStats struct {
 
 // Rebuild drops every catalog object of the prefix (but the version floor),
 // recreates the schema,
-// re-indexes every pack in store (per-destination packs and segments) and publishes snapshots holding them all
-// (one, unless the store holds more than a publish admits; through_lsn 0:
-// the publisher's next snapshot claims the frontier), numbered above every
+// re-indexes every pack in store (per-destination packs and segments) and publishes one snapshot holding them all
+// (through_lsn 0: the publisher's next snapshot claims the frontier), numbered above every
 // version published before: a version pinned before the rebuild is never
 // reused, and reading it fails with ErrRebuiltPast.
 // Stop every indexer and publisher first. A corrupt pack is skipped and
@@ -89,20 +88,13 @@ func Rebuild(ctx context.Context, conn Conn, store packstore.Store, opts Options
 	if err != nil {
 		return st, fmt.Errorf("rebuilding catalog: %w", err)
 	}
-	// One publish admits at most publishCap packs: publish until one
-	// admits fewer (the store may hold more).
-	var res PublishResult
-	for {
-		res, err = c.Publish(ctx, l, ttl, 0)
-		if err != nil {
-			return st, fmt.Errorf("rebuilding catalog: %w", err)
-		}
-		l = res.Lease
-		st.Version = res.Snapshot.Version
-		if res.Snapshot.NewPacks < uint64(publishCap) {
-			break
-		}
+	// One publish admits every pack: its row records the high-water, it
+	// lists nothing.
+	res, err := c.Publish(ctx, l, ttl, 0)
+	if err != nil {
+		return st, fmt.Errorf("rebuilding catalog: %w", err)
 	}
+	st.Version = res.Snapshot.Version
 	if err := c.ReleaseLease(ctx, res.Lease); err != nil {
 		return st, fmt.Errorf("rebuilding catalog: %w", err)
 	}

@@ -30,7 +30,7 @@ func (c *Catalog) RecentPacks(ctx context.Context, destination string, limit int
 		return nil, err
 	}
 	q := "SELECT pack_id, table, rows, tombstones, bytes, first_lsn, last_lsn, indexed_at, trace FROM " + ident(c.n.packs()) +
-		" FINAL WHERE destination = " + quote(destination) + " ORDER BY last_lsn DESC, last_seq DESC LIMIT " + strconv.Itoa(limit)
+		" WHERE destination = " + quote(destination) + " ORDER BY last_lsn DESC, last_seq DESC LIMIT 1 BY store_id, pack_id LIMIT " + strconv.Itoa(limit)
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("reading the recent packs of %s: %w", destination, err)

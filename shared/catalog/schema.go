@@ -20,6 +20,13 @@ import (
 
 // SchemaVersion is the catalog schema this build creates and reads. A
 // catalog stamped with any other version is refused, never migrated.
+// Version 7 makes membership flat: a snapshot's members are the inventory
+// rows at or below the inventory high-water its watermark row records,
+// minus the members removed (by compaction or purge) at or below it; the
+// watermark rows hold no member arrays and there is no manifest view, and
+// the inventory keeps every row it is given (a plain MergeTree), so a
+// merge never moves a member above a high-water it was admitted under
+// (docs/adr/0022-flat-membership.md).
 // Version 6 adds snapshot retention: the expiry horizon the publisher
 // advances under its fence (p_retention) and the pins (p_snapshot_pins).
 // Version 5 records a segment (a pack holding many destinations) with one
@@ -31,7 +38,7 @@ import (
 // snapshot's membership in its watermark row (an array), so a publish is
 // one INSERT; the manifest is a view over it. Version 2 had a manifest
 // table written by its own statement.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // Options configure a Catalog.
 type Options struct {
@@ -64,10 +71,11 @@ type Catalog struct {
 	// statements (the wedge test).
 	noFence          bool
 	beforeStatements func()
-	// capAdvances lets a publish that hit publishCap claim the caller's
-	// through_lsn anyway (negative control of TestPublishCapHoldsFrontier).
-	capAdvances bool
-	noStaging   bool // read every pack in place (see stage.go)
+	// replacingInventory creates the inventory as the ReplacingMergeTree
+	// of schema 6, whose merges keep the newest of duplicate rows
+	// (negative control of TestReindexMergeKeepsOldSnapshots).
+	replacingInventory bool
+	noStaging          bool // read every pack in place (see stage.go)
 
 	// What the last publish read back (guarded by pubMu): the highest
 	// version claimed or published.
@@ -77,11 +85,11 @@ type Catalog struct {
 	versions map[uint64]bool // published versions seen by reads
 	// The clock window of the clockWindow test
 	// knob (publish.go): the server-clock time of the last publish this
-	// handle made (microseconds, 0 = none yet). Test knobs: noWindow makes
-	// every publish a full sweep; clockWindow admits by the clock window
-	// instead of the inventory high-water (negative control).
+	// handle made (microseconds, 0 = none yet). clockWindow records as the
+	// high-water the highest block among rows stamped within the clock
+	// window instead of the highest block the statement sees (negative
+	// control).
 	lastPubAt   int64
-	noWindow    bool
 	clockWindow bool
 	// memberCache holds membership predicates of published versions (see
 	// members); bounded, cleared when full.
@@ -308,27 +316,27 @@ func (c *Catalog) check(ctx context.Context, objs map[string]object) error {
 		return c.refuse("catalog with prefix %q registers tables whose rows tables are missing: %s", c.n.prefix, strings.Join(missing, ", "))
 	}
 	// Inventory without membership: snapshots holding packs were published
-	// and packs indexed, yet no manifest row pairs with any watermark row.
-	// Reads pinned at those snapshots would silently become empty. Only
-	// snapshots that claim packs count: a catalog whose snapshots so far
-	// hold none (the first publish of an empty source) and that has since
-	// indexed packs not yet published is the ordinary state of a crash
-	// between indexing and the next publish.
+	// and packs indexed, yet no inventory row is at or below the latest
+	// snapshot's high-water (its members). Reads pinned at those snapshots
+	// would silently become empty. Only snapshots that claim packs count: a
+	// catalog whose snapshots so far hold none (the first publish of an
+	// empty source) and that has since indexed packs not yet published is
+	// the ordinary state of a crash between indexing and the next publish.
 	res, err = c.conn.Query(ctx, fmt.Sprintf(
-		"SELECT (SELECT count() FROM %s), (SELECT count() FROM %s WHERE packs > 0), (SELECT count() FROM %s WHERE (version, publish_id) IN (SELECT version, publish_id FROM %s))",
-		ident(c.n.packs()), ident(c.n.watermark()), ident(c.n.manifest()), ident(c.n.watermark())))
+		"WITH (SELECT max(inventory_block) FROM %[2]s) AS hw SELECT (SELECT count() FROM %[1]s), (SELECT count() FROM %[2]s WHERE packs > 0), (SELECT count() FROM %[1]s WHERE _block_number <= hw)",
+		ident(c.n.packs()), ident(c.n.watermark())))
 	if err != nil {
 		return fmt.Errorf("checking membership: %w", err)
 	}
 	inv, wm, members := asUint(res.Rows[0][0]), asUint(res.Rows[0][1]), asUint(res.Rows[0][2])
 	if inv > 0 && wm > 0 && members == 0 {
-		return c.refuse("catalog with prefix %q has an inventory without membership: %d inventory rows and %d published snapshots holding packs, but no manifest row of %s pairs with a watermark row",
-			c.n.prefix, inv, wm, c.n.manifest())
+		return c.refuse("catalog with prefix %q has an inventory without membership: %d inventory rows and %d published snapshots holding packs, but no inventory row is at or below the latest snapshot's inventory high-water",
+			c.n.prefix, inv, wm)
 	}
 	// Inventory without rows: the indexer skips packs in the inventory, so
 	// an inventory that outlived its rows tables would hide those packs
 	// forever.
-	res, err = c.conn.Query(ctx, "SELECT table, count() FROM "+ident(c.n.packs())+" FINAL WHERE rows > 0 GROUP BY table ORDER BY table")
+	res, err = c.conn.Query(ctx, "SELECT table, count(DISTINCT store_id, pack_id, destination) FROM "+ident(c.n.packs())+" WHERE rows > 0 GROUP BY table ORDER BY table")
 	if err != nil {
 		return fmt.Errorf("checking inventory: %w", err)
 	}
@@ -357,24 +365,30 @@ func (c *Catalog) create(ctx context.Context) error {
 			store_id String, pack_id String, destination String, table String, path String, fingerprint String,
 			first_lsn UInt64, first_seq UInt64, last_lsn UInt64, last_seq UInt64,
 			rows Int64, tombstones Int64, bytes Int64, indexed_at Int64, trace String DEFAULT '')
-			ENGINE = ReplacingMergeTree ORDER BY (store_id, pack_id, destination) SETTINGS enable_block_number_column = 1`,
-		// One row per published snapshot, its membership (the packs it
-		// admitted) in the same row: a publish is one INSERT of one row,
-		// one part, so membership and watermark are written together or not
-		// at all. The manifest is a view of those rows. lease_term and
-		// lease_expires record the lease head the publish's fence passed on
-		// (its own renewal), so a publish reads back the lease it left from
-		// this row alone; packs is the snapshot's cumulative pack count;
-		// inventory_block is the inventory high-water: every inventory row
-		// at or below that block is a member of this snapshot or an earlier
-		// one (publish.go, unpublished). The inventory persists its block
-		// numbers (enable_block_number_column) so that merges keep them.
+			ENGINE = ` + c.inventoryEngine() + ` ORDER BY (store_id, pack_id, destination) SETTINGS enable_block_number_column = 1`,
+		// One row per published snapshot. A publish is one INSERT of one
+		// row, one part: the row is the snapshot. Its membership is implied,
+		// not listed: inventory_block is the inventory high-water, and every
+		// inventory row at or below that block is a member of this snapshot
+		// or an earlier one (publish.go, "The admitted set"), minus the
+		// members removed (removed, written only by a compaction or purge
+		// publish, PublishReplace) by any publish at or below it. removes is
+		// the length of removed, and its skip index lets the removal sets be
+		// read from the rows that have one, without reading every row.
+		// lease_term and lease_expires record the lease head the publish's
+		// fence passed on (its own renewal), so a publish reads back the
+		// lease it left from this row alone; packs is the snapshot's member
+		// count. The inventory persists its block numbers
+		// (enable_block_number_column) so that merges keep them. A small
+		// index granularity: a read resolves its version's row by the sort
+		// key, and with large granules that point read would grow with the
+		// number of snapshots.
 		"CREATE TABLE IF NOT EXISTS " + ident(n.watermark()) + ` (
 			version UInt64, publish_id String, published_at Int64, through_lsn UInt64, new_packs UInt64, packs UInt64,
 			lease_id String, holder String, lease_term UInt64, lease_expires Int64,
-			members Array(Tuple(String, String, String, String)), inventory_block UInt64 DEFAULT 0)
-			ENGINE = MergeTree ORDER BY (version, publish_id)`,
-		"CREATE OR REPLACE VIEW " + ident(n.manifest()) + " AS " + c.manifestSQL(),
+			inventory_block UInt64, removes UInt64 DEFAULT 0, removed Array(Tuple(String, String, String, String)) DEFAULT [],
+			INDEX removals removes TYPE minmax GRANULARITY 1)
+			ENGINE = MergeTree ORDER BY (version, publish_id) SETTINGS index_granularity = 64`,
 		// The lease table also holds the version claims (a publish's renewal
 		// row carries its claim). It is coordination state, not data: an
 		// in-memory table, so a renewal and claim costs no part write (a
@@ -409,20 +423,27 @@ func (c *Catalog) create(ctx context.Context) error {
 	return nil
 }
 
-// manifestSQL is the manifest view: one row per member pack of every
-// published snapshot, (version, publish_id) from the watermark row that
-// holds it, so every manifest row is paired with its watermark row.
-func (c *Catalog) manifestSQL() string {
-	return "SELECT version, publish_id, m.1 AS store_id, m.2 AS pack_id, m.3 AS destination, m.4 AS table FROM " +
-		ident(c.n.watermark()) + " ARRAY JOIN members AS m"
+// inventoryEngine is the inventory's engine: a plain MergeTree, which
+// keeps every row it is given. A pack indexed twice (two indexers, or a
+// retry after a crash between the rows and the inventory) has two rows;
+// the first is the member, at the block it was admitted under. A
+// ReplacingMergeTree on (store_id, pack_id, destination) would fold them
+// in a merge and may keep the later row, moving an old member above the
+// high-water of the snapshots that admitted it: those would read without
+// it. Every read of the inventory takes the rows at or below a high-water
+// and is indifferent to copies (DISTINCT, IN).
+func (c *Catalog) inventoryEngine() string {
+	if c.replacingInventory {
+		return "ReplacingMergeTree"
+	}
+	return "MergeTree"
 }
 
 func (c *Catalog) snapshotsSQL() string {
-	// new_packs counts the members of the publish, (pack, destination)
-	// rows (a segment is one per destination it holds); a member belongs
-	// to one publish only, so the running sum is the snapshot's count.
-	return fmt.Sprintf(`SELECT version, publish_id, published_at AS published_at_us, through_lsn, new_packs,
-		sum(new_packs) OVER (ORDER BY version ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS packs
+	// new_packs counts the members the publish admitted, (pack,
+	// destination) rows (a segment is one per destination it holds);
+	// packs, the snapshot's members, is recorded by the row.
+	return fmt.Sprintf(`SELECT version, publish_id, published_at AS published_at_us, through_lsn, new_packs, packs, removes
 		FROM %s`, ident(c.n.watermark()))
 }
 

@@ -29,7 +29,6 @@ type names struct {
 func (n names) stamp() string     { return n.prefix + "_schema_version" }
 func (n names) tables() string    { return n.prefix + "_tables" }
 func (n names) packs() string     { return n.prefix + "_packs" }
-func (n names) manifest() string  { return n.prefix + "_manifest" }
 func (n names) watermark() string { return n.prefix + "_watermark" }
 func (n names) lease() string     { return n.prefix + "_publisher_lease" }
 func (n names) snapshots() string { return n.prefix + "_snapshots" }
@@ -50,7 +49,7 @@ func (n names) latest(table string) string { return n.prefix + "_latest." + tabl
 // fixedTables are the tables every catalog of this schema version holds,
 // in creation order (the stamp is created first but written last).
 func (n names) fixedTables() []string {
-	return []string{n.stamp(), n.tables(), n.packs(), n.manifest(), n.watermark(), n.lease(), n.retention(), n.pins()}
+	return []string{n.stamp(), n.tables(), n.packs(), n.watermark(), n.lease(), n.retention(), n.pins()}
 }
 
 // chScalar is the catalog storage type of a scalar kind.
