@@ -18,3 +18,18 @@ func SetCompactWinnersOnly(on bool) func() {
 	compactWinnersOnly = on
 	return func() { compactWinnersOnly = old }
 }
+
+// SetGCIgnoresRetention sets the gcIgnoresRetention knob; the returned
+// function restores it.
+func SetGCIgnoresRetention(on bool) func() {
+	old := gcIgnoresRetention
+	gcIgnoresRetention = on
+	return func() { gcIgnoresRetention = old }
+}
+
+// SetGCMutations makes GC delete with ALTER TABLE ... DELETE.
+func SetGCMutations(on bool) func() {
+	old := gcMutations
+	gcMutations = on
+	return func() { gcMutations = old }
+}
