@@ -559,14 +559,19 @@ func (c *Catalog) Compact(ctx context.Context, l Lease, ttl time.Duration, store
 		chosen = append(chosen, cd.destination)
 		bytes += cd.bytes
 	}
-	return c.compactDestinations(ctx, l, ttl, store, latest.Version, first.table, first.fingerprint, chosen, nil, writer)
+	return c.compactDestinations(ctx, l, ttl, store, latest.Version, first.table, first.fingerprint, chosen, nil, nil, writer)
 }
 
 // compactDestinations compacts every member of dests' table at version v
 // (the latest) into one segment and publishes the replacement, which also
 // removes extra (a purge's members). Every member must be in store and of
-// schema fp.
-func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Duration, store packstore.Store, v uint64, table, fp string, dests []string, extra []Member, writer string) (CompactStats, Lease, error) {
+// schema fp. A purge passes only: then just the members whose pack is in
+// it are rewritten (the other destinations of the files that hold the
+// purged destination's rows). Rewriting a subset keeps reads too, because
+// the rows are kept verbatim (see the top of this file); the periodic
+// compaction takes every member all the same, so that a destination's
+// history folds into one file.
+func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Duration, store packstore.Store, v uint64, table, fp string, dests []string, extra []Member, only map[string]bool, writer string) (CompactStats, Lease, error) {
 	st := CompactStats{Table: table, Destinations: dests}
 	all, err := c.Members(ctx, v, "", table)
 	if err != nil {
@@ -579,7 +584,7 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 	var removed []Member
 	packs := map[string]bool{}
 	for _, m := range all {
-		if want[m.Destination] {
+		if want[m.Destination] && (only == nil || only[m.PackID]) {
 			removed = append(removed, m)
 			packs[m.PackID] = true
 		}

@@ -66,6 +66,8 @@ type GCOptions struct {
 	Destination string
 	// NoWatermarks skips step 4.
 	NoWatermarks bool
+	// purge: a purge's pass over Destination (see garbageSQL).
+	purge bool
 }
 
 // gcIgnoresRetention makes GC treat every removed member as garbage
@@ -80,16 +82,26 @@ type gcMember struct {
 }
 
 // garbageSQL is the garbage members (store_id, pack_id, destination,
-// table) as a subquery over the watermark's removal sets.
-func (c *Catalog) garbageSQL(grace time.Duration, destination string) string {
-	bound := fmt.Sprintf("least(%s, (SELECT if(count() = 0, 18446744073709551615, min(version)) FROM %s))", c.gcHorizonAt(grace), c.pinnedSQL())
-	where := fmt.Sprintf("removes > 0 AND version <= %s AND published_at <= %s - %d", bound, nowMicros, grace.Microseconds())
-	if gcIgnoresRetention {
-		where = "removes > 0"
+// table) as a subquery over the watermark's removal sets. A purge's pass
+// (o.purge) also takes every removed member of the purged destination,
+// whatever the horizons (the purge expired every snapshot before its
+// removal and found no pin holding the destination), and, without waiting
+// for the grace, every removed member of a file that holds the purged
+// destination's rows and that no retained or pinned snapshot holds.
+func (c *Catalog) garbageSQL(grace time.Duration, o GCOptions) string {
+	pinFloor := fmt.Sprintf("(SELECT if(count() = 0, 18446744073709551615, min(version)) FROM %s)", c.pinnedSQL())
+	bound := fmt.Sprintf("least(%s, %s)", c.gcHorizonAt(grace), pinFloor)
+	where := fmt.Sprintf("version <= %s AND published_at <= %s - %d", bound, nowMicros, grace.Microseconds())
+	if o.purge && o.Destination != "" {
+		where = fmt.Sprintf("(%s) OR r.3 = %s OR (r.2 IN (SELECT pack_id FROM %s WHERE destination = %s) AND version <= least(%s, %s))",
+			where, quote(o.Destination), ident(c.n.packs()), quote(o.Destination), c.horizonSQL(), pinFloor)
 	}
-	sel := "SELECT r.1 AS store_id, r.2 AS pack_id, r.3 AS destination, r.4 AS table FROM " + ident(c.n.watermark()) + " ARRAY JOIN removed AS r WHERE " + where
-	if destination != "" {
-		sel += " AND r.3 = " + quote(destination)
+	if gcIgnoresRetention {
+		where = "1"
+	}
+	sel := "SELECT r.1 AS store_id, r.2 AS pack_id, r.3 AS destination, r.4 AS table FROM " + ident(c.n.watermark()) + " ARRAY JOIN removed AS r WHERE removes > 0 AND (" + where + ")"
+	if o.Destination != "" && !o.purge {
+		sel += " AND r.3 = " + quote(o.Destination)
 	}
 	return "(" + sel + ")"
 }
@@ -108,7 +120,7 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 		grace = c.gcGrace
 	}
 	pt := ident(c.n.packs())
-	garbage := c.garbageSQL(grace, o.Destination)
+	garbage := c.garbageSQL(grace, o)
 	// The garbage members that still have inventory rows, with their files.
 	res, err := c.conn.Query(ctx, fmt.Sprintf(`SELECT g.store_id, g.pack_id, g.destination, g.table, any(p.path)
 		FROM %[2]s AS g INNER JOIN %[1]s AS p ON p.store_id = g.store_id AND p.pack_id = g.pack_id AND p.destination = g.destination
@@ -136,7 +148,7 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 		sort.Strings(ids)
 		res, err := c.conn.Query(ctx, fmt.Sprintf(`SELECT pack_id FROM %s WHERE store_id = %s AND pack_id IN (%s)
 			GROUP BY pack_id HAVING countIf((store_id, pack_id, destination) NOT IN (SELECT store_id, pack_id, destination FROM %s)) = 0`,
-			pt, quote(store.ID()), strings.Join(ids, ", "), c.garbageSQL(grace, "")))
+			pt, quote(store.ID()), strings.Join(ids, ", "), garbage))
 		if err != nil {
 			return st, fmt.Errorf("collecting garbage: reading the files to delete: %w", err)
 		}
