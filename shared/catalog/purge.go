@@ -257,4 +257,3 @@ func (c *Catalog) advanceHorizonToLatest(ctx context.Context, l Lease) error {
 	}
 	return nil
 }
-
