@@ -31,9 +31,11 @@ import (
 //     index it again, and once its removal's watermark row is gone a
 //     publish would admit it);
 //  2. the garbage members' rows in the rows tables;
-//  3. their inventory rows, except the row of the newest block (the
-//     high-water rule, publish.go: the part holding the newest block must
-//     stay, or the engine could hand its block numbers out again);
+//  3. their inventory rows, except those of the newest block when no other
+//     row of it stays (the high-water rule, publish.go: the part holding
+//     the newest block must keep a row, or a merge could drop it and the
+//     engine hand its block numbers out again after a restart; the next
+//     pass after a newer insert deletes them);
 //  4. expired watermark rows: unpinned, below the GC horizon, not the
 //     latest, and, for a row that records removals, only once none of
 //     the members it removed has an inventory row left (membership reads
@@ -182,7 +184,10 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 			}
 		}
 		// 3. Inventory rows, never the newest block's.
-		if err := c.conn.Exec(ctx, c.deleteSQL(pt, fmt.Sprintf("(store_id, pack_id, destination) IN (%s) AND _block_number < (SELECT max(_block_number) FROM %s)", keyTuples(all), pt))); err != nil {
+		keys := keyTuples(all)
+		if err := c.conn.Exec(ctx, c.deleteSQL(pt, fmt.Sprintf(`(store_id, pack_id, destination) IN (%[1]s)
+			AND (_block_number < (SELECT max(_block_number) FROM %[2]s)
+				OR (SELECT count() FROM %[2]s WHERE _block_number = (SELECT max(_block_number) FROM %[2]s) AND (store_id, pack_id, destination) NOT IN (%[1]s)) > 0)`, keys, pt))); err != nil {
 			return st, fmt.Errorf("collecting garbage: deleting inventory rows: %w", err)
 		}
 		st.Members = len(members)

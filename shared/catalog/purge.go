@@ -7,6 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 )
@@ -256,4 +258,103 @@ func (c *Catalog) advanceHorizonToLatest(ctx context.Context, l Lease) error {
 		return fmt.Errorf("advancing the expiry horizon: %w", err)
 	}
 	return nil
+}
+
+// purgeDDL creates the purge requests: append-only rows, the newest per
+// destination (by at, then row id) its state: requested (by the API),
+// done or failed (by the publisher that ran it, with the error).
+func purgeDDL(n names) string {
+	return "CREATE TABLE IF NOT EXISTS " + ident(n.purges()) + ` (
+		destination String, state String, message String, at Int64, id String) ENGINE = MergeTree ORDER BY (destination, at, id)`
+}
+
+// Purge request states.
+const (
+	PurgeRequested = "requested"
+	PurgeDone      = "done"
+	PurgeFailed    = "failed"
+)
+
+// PurgeRequest is a destination's newest purge request row.
+type PurgeRequest struct {
+	Destination string    `json:"destination"`
+	State       string    `json:"state"`
+	Message     string    `json:"message,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// RequestPurge asks the active publisher to purge destination (it runs
+// Purge on its next lifecycle tick). The caller has checked that the
+// destination is retired; a pin holding it is refused here already.
+func (c *Catalog) RequestPurge(ctx context.Context, destination string) error {
+	if err := proto.ValidateDestination(destination); err != nil {
+		return err
+	}
+	if err := c.checkPurgePins(ctx, destination); err != nil {
+		return err
+	}
+	return c.recordPurge(ctx, destination, PurgeRequested, "")
+}
+
+func (c *Catalog) recordPurge(ctx context.Context, destination, state, msg string) error {
+	q := fmt.Sprintf("INSERT INTO %s (destination, state, message, at, id) VALUES (%s, %s, %s, %s, %s)",
+		ident(c.n.purges()), quote(destination), quote(state), quote(msg), nowMicros, quote(uuid.NewString()))
+	if err := c.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("recording the purge of %s: %w", destination, err)
+	}
+	return nil
+}
+
+// PurgeRequests returns each destination's newest purge request row
+// ("" all destinations).
+func (c *Catalog) PurgeRequests(ctx context.Context, destination string) ([]PurgeRequest, error) {
+	where := ""
+	if destination != "" {
+		where = " WHERE destination = " + quote(destination)
+	}
+	res, err := c.conn.Query(ctx, "SELECT destination, argMax((state, message, at), (at, id)) FROM "+ident(c.n.purges())+where+" GROUP BY destination ORDER BY destination")
+	if err != nil {
+		return nil, fmt.Errorf("reading purge requests: %w", err)
+	}
+	var out []PurgeRequest
+	for _, r := range res.Rows {
+		t, _ := r[1].([]any)
+		if len(t) != 3 {
+			return nil, fmt.Errorf("reading purge requests: unexpected row %v", r)
+		}
+		out = append(out, PurgeRequest{Destination: asString(r[0]), State: asString(t[0]), Message: asString(t[1]), At: time.UnixMicro(asInt(t[2])).UTC()})
+	}
+	return out, nil
+}
+
+// RunPurges runs every requested purge (the active publisher's lifecycle
+// tick) and records each outcome; it returns the lease as the publishes
+// left it.
+func (c *Catalog) RunPurges(ctx context.Context, l Lease, ttl time.Duration, store packstore.Store, writer string) (Lease, error) {
+	reqs, err := c.PurgeRequests(ctx, "")
+	if err != nil {
+		return l, err
+	}
+	for _, r := range reqs {
+		if r.State != PurgeRequested {
+			continue
+		}
+		st, l2, err := c.Purge(ctx, l, ttl, store, r.Destination, writer)
+		l = l2
+		switch {
+		case errors.Is(err, ErrLeaseLost) || ctx.Err() != nil:
+			return l, err
+		case err != nil:
+			c.log.Warn("purge failed", "destination", r.Destination, "err", err)
+			if rerr := c.recordPurge(ctx, r.Destination, PurgeFailed, err.Error()); rerr != nil {
+				return l, rerr
+			}
+		case st.Done:
+			c.log.Info("destination purged", "destination", r.Destination)
+			if err := c.recordPurge(ctx, r.Destination, PurgeDone, ""); err != nil {
+				return l, err
+			}
+		}
+	}
+	return l, nil
 }

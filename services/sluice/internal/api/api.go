@@ -73,6 +73,7 @@ func Register(h *httpx.Server, d Deps) *Series {
 	registerDestinations(h, a)
 	RegisterDLQ(h, d)
 	registerLifecycle(h, a)
+	registerPurge(h, a)
 	registerExport(h, a)
 	series := NewSeries(d.Statuses, 0)
 	h.Handle("GET /api/v1/series", http.HandlerFunc(series.serve))
