@@ -72,10 +72,11 @@ func segmentParts(dests ...string) []catalogtest.Part {
 	return parts
 }
 
-// inventory counts the inventory rows of pack ids.
+// inventory counts the inventory rows of pack ids, each (pack,
+// destination) once (the inventory keeps a copy indexed twice).
 func inventory(t *testing.T, cat *catalog.Catalog, ids ...string) int {
 	t.Helper()
-	q := "SELECT count() FROM " + cat.Prefix() + "_packs FINAL WHERE pack_id IN ('" + strings.Join(ids, "', '") + "')"
+	q := "SELECT count(DISTINCT store_id, pack_id, destination) FROM " + cat.Prefix() + "_packs WHERE pack_id IN ('" + strings.Join(ids, "', '") + "')"
 	res, err := cat.Conn().Query(t.Context(), q)
 	if err != nil {
 		t.Fatal(err)

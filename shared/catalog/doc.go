@@ -19,9 +19,12 @@
 //     SELECT whose single WHERE subquery checks, on the server's clock, that
 //     the caller's lease is the live head and that the version is above
 //     every published one;
-//   - change a published snapshot: its members are an array in its
-//     watermark row, written by one INSERT of one row (one part) or not at
-//     all, and a version can only be published above the current head;
+//   - change a published snapshot: its members are the inventory rows at
+//     or below the high-water its watermark row records, minus the removals
+//     of the rows at or below it, written by one INSERT of one row (one
+//     part) or not at all; a version can only be published above the
+//     current head, and the inventory keeps every row's first copy at its
+//     block (a plain MergeTree), so no merge moves a member;
 //   - record a pack in the inventory before its rows are durable: the
 //     inventory row is written last, so a crash re-indexes rather than
 //     skips;
@@ -40,16 +43,16 @@
 //	p_tables             registry: per table and schema fingerprint, columns (kind, pg type), primary key
 //	p_packs              pack inventory, one row per indexed (store_id, pack_id, destination):
 //	                     one per pack, one per destination a segment holds, with
-//	                     persisted block numbers
-//	p_watermark          one row per published snapshot (version, publish_id, through_lsn, ...)
-//	                     and its members: the packs it admitted, (store_id, pack_id,
-//	                     destination, table) in an array, and the inventory
-//	                     high-water it proved (inventory_block)
-//	p_manifest           view: one row per member (version, publish_id, store_id, pack_id, ...)
+//	                     persisted block numbers; a plain MergeTree (a copy of a row
+//	                     indexed twice is kept, never folded)
+//	p_watermark          one row per published snapshot (version, publish_id, through_lsn, ...):
+//	                     its inventory high-water (inventory_block; its members are the
+//	                     inventory rows at or below it) and, for a compaction's or a
+//	                     purge's publish, the members it removed (removes, removed)
 //	p_publisher_lease    append-only publisher lease (term, lease_id, holder, expiry) and the
 //	                     sole-claimant version claims (version, claim_id) a publish's renewal
 //	                     carries; in memory, its newest rows only
-//	p_snapshots          view: published snapshots with their cumulative member count
+//	p_snapshots          view: published snapshots with their member count
 //	                     ((pack, destination) rows)
 //	p_version_floor      the highest version published before each rebuild; never dropped
 //	p_retention          the expiry horizon: one row per advance by the live publisher
@@ -64,11 +67,9 @@
 //     indexed by one INSERT ... SELECT over its file taking each row's
 //     destination from that column (a per-destination pack's is a literal),
 //     then recorded by one inventory row per destination in one INSERT
-//     (one part: all or none). Reads are unchanged: a member is
-//     (store_id, pack_id, destination, table) and a read filters its
-//     destination. A publish admits and Pending counts (pack, destination)
-//     rows, so a publish cut by its cap may admit some of a segment's
-//     destinations and the next admits the rest.
+//     (one part: all or none). A member is (store_id, pack_id,
+//     destination, table) and a read filters its destination. A publish
+//     admits and Pending counts (pack, destination) rows.
 //   - The rows tables' ORDER BY is (destination, primary key..., store_id,
 //     pack_id, _sluice_lsn, _sluice_seq): pack identity as the brief asks,
 //     plus the position, because one pack may hold several versions of one
@@ -92,10 +93,11 @@
 //     with expression count):
 //   - Publish is three statements: renewal-and-claim (one row appended to
 //     the lease table, fenced on the head it reads once), the publish (one
-//     watermark row holding the members, INSERT ... SELECT over one
-//     aggregate of the inventory, under the fence: two scalars named once
-//     in WITH, the lease head with the sole-claim check and the watermark
-//     with the version barrier), and a read-back of the watermark rows at
+//     watermark row recording the high-water, INSERT ... SELECT over one
+//     aggregate of the inventory rows above the previous high-water, under
+//     the fence: two scalars named once in WITH, the lease head with the
+//     sole-claim check and the latest watermark row with the version
+//     barrier), and a read-back of the watermark rows at
 //     or above the version (a sort-key range): the row records the lease
 //     head the fence passed on (the publish's own renewal) and the
 //     cumulative pack count, so a publish alone at its version reads
@@ -118,13 +120,11 @@
 //     statement costs about 0.8 ms, each table it reads 1-1.5 ms more and a
 //     part write 3.5 ms. So a publish that renews and claims, writes one
 //     row under a fence that reads the lease and the watermark, finds the
-//     unpublished packs (inventory against recent memberships) and reads
+//     unpublished packs (the inventory above the high-water) and reads
 //     back cannot go below about 15-20 ms on this machine: the 10 ms target
 //     is not met on chDB (see README, Benchmarks).
-//   - A snapshot holds at most publishCap (1,000,000) new packs: its members
-//     are aggregated into one row. A publish that hits the cap keeps the
-//     previous through_lsn and the inventory high-water, so the next publish
-//     reads what it left; Rebuild publishes until a publish admits fewer.
+//   - A snapshot lists no members, so a publish admits any number of packs
+//     (a rebuild publishes once).
 //   - Never put the fence in a HAVING without GROUP BY: on the previous
 //     query analyzer (enable_analyzer = 0) such a HAVING is ignored and the
 //     aggregate row is returned anyway (measured on chDB 26.5), which would
@@ -132,24 +132,28 @@
 //   - The lease and the claims, rewritten on every publish and only ever
 //     read for their newest rows, live in one in-memory table bounded to its
 //     newest rows (an in-memory table keeps each insert as a block that
-//     every read walks); the watermark, which holds the memberships, stays
-//     MergeTree (durable: pinned snapshots).
-//   - The admitted set: a publish (and Pending) reads only inventory rows
-//     whose block number (_block_number, persisted by
-//     enable_block_number_column so merges keep it) is above the
-//     high-water the latest snapshot recorded, against the memberships of
-//     the snapshots that recorded that high-water, so its cost follows
-//     recent packs, not the history (a full anti-join measured 6.5 ms at
-//     5,000 packs, 27 ms at 50,000, 181 ms at 200,000). The engine
-//     allocates a block number under the parts lock as the part becomes
-//     visible, so one statement's read sees every row up to the highest
-//     block it reads: the recorded high-water is that block (a capped
-//     publish keeps the previous one). The clockWindow test knob admits by
-//     a clock window instead (rows stamped after the last publish minus
-//     30 s), the negative control (TestStalledIndexerNegativeControl;
-//     docs/adr/0020-publish-window-and-frontier.md). The high-water needs the inventory append-only: a delete that removed
-//     the parts of its newest blocks would let the engine hand those
-//     numbers out again after a restart.
+//     every read walks); the watermark, which holds the high-waters and the
+//     removals, stays MergeTree (durable: pinned snapshots).
+//   - The admitted set and membership (docs/adr/0022-flat-membership.md): a
+//     publish (and Pending) reads only inventory rows whose block number
+//     (_block_number, persisted by enable_block_number_column so merges
+//     keep it) is above the high-water the latest snapshot recorded, and
+//     records the highest block it read as the new high-water: the members
+//     of snapshot V are the inventory rows at or below V's high-water minus
+//     the members removed (PublishReplace: compaction, purge) by the rows
+//     at or below V, read from the rows that have a removal (a skip index
+//     on removes). So neither a publish nor a read walks the history (a
+//     full anti-join against member lists measured 6.5 ms at 5,000 packs,
+//     27 ms at 50,000, 181 ms at 200,000). The engine allocates a block
+//     number under the parts lock as the part becomes visible, so one
+//     statement's read sees every row up to the highest block it reads.
+//     The clockWindow test knob records as the high-water the highest
+//     block among rows stamped after the last publish minus 30 s instead,
+//     the negative control (TestStalledIndexerNegativeControl;
+//     docs/adr/0020-publish-window-and-frontier.md). The high-water needs
+//     the inventory's block numbers never handed out twice: a delete that
+//     dropped the parts of its newest blocks would let the engine hand
+//     those numbers out again after a restart.
 //   - Rows INSERTs run with max_insert_threads = 2 and optimize_on_insert =
 //     0 (rows equal on the whole sort key are copies of one change).
 //   - A page read is two statements: the page's keys (LIMIT 1 BY, in key
@@ -158,7 +162,10 @@
 //     the winning tuple is not re-expanded at every reference (that
 //     expansion made planning most of the read). Published versions and
 //     small memberships (up to 2,000 packs per destination and table) are
-//     cached: a published snapshot never changes.
+//     cached: a published snapshot never changes. A read reads its
+//     version's watermark row (a point of the sort key: the watermark's
+//     index granularity is 64) and the latest version in sort-key order,
+//     never every snapshot's row (TestMembershipIsFlat).
 //   - Table names: p_rows.<schema>.<table> is quoted with backquotes; the
 //     dot is the one separator that cannot occur inside either identifier.
 package catalog

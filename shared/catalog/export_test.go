@@ -23,3 +23,7 @@ func SetNoStaging(c *Catalog, off bool) { c.noStaging = off }
 // ReplacingMergeTree (the negative control of the re-index merge test).
 // Set it before EnsureSchema.
 func SetReplacingInventory(c *Catalog, on bool) { c.replacingInventory = on }
+
+// SetNoRemovalCheck lets PublishReplace remove members the latest snapshot
+// does not hold (the negative control of the removal check).
+func SetNoRemovalCheck(c *Catalog, on bool) { c.noRemovalCheck = on }

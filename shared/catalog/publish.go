@@ -41,9 +41,13 @@ func (c *Catalog) watermarkScalar(version string) string {
 // a third element: the latest snapshot's member count (packs), from which
 // the row records its own, and a fourth: the latest inventory high-water
 // (see "The admitted set"). The high-water and through_lsn only rise, so
-// the latest row holds both maxima.
+// the latest row holds both maxima: only the rows at the latest version are
+// read (none when nothing is published: the scalar's default is 0, and
+// every row, none, is read). The version barrier holds: a version at or
+// above this one is published exactly when the latest is.
 func (c *Catalog) publishWatermarkScalar(version uint64) string {
-	return fmt.Sprintf("(SELECT (countIf(version >= %d), max(through_lsn), argMax(packs, version), max(inventory_block)) FROM %s)", version, ident(c.n.watermark()))
+	wt := ident(c.n.watermark())
+	return fmt.Sprintf("(SELECT (countIf(version >= %d), max(through_lsn), argMax(packs, version), max(inventory_block)) FROM %s WHERE version >= (%s))", version, wt, c.latestVersionSQL())
 }
 
 // fence is the predicate, on the server's clock, that leaseID is the live
@@ -338,7 +342,7 @@ func (c *Catalog) PublishReplace(ctx context.Context, l Lease, ttl time.Duration
 func (c *Catalog) publish(ctx context.Context, l Lease, ttl time.Duration, through proto.LSN, removed []Member, replace bool) (PublishResult, error) {
 	wt, pt := ident(c.n.watermark()), ident(c.n.packs())
 	for attempt := 1; attempt <= 8; attempt++ {
-		if replace {
+		if replace && !c.noRemovalCheck {
 			if err := c.checkRemovable(ctx, removed); err != nil {
 				return PublishResult{Lease: l}, err
 			}
@@ -390,8 +394,10 @@ func (c *Catalog) publish(ctx context.Context, l Lease, ttl time.Duration, throu
 			// below its high-water, not removed before), as this statement
 			// sees it; the barrier makes that snapshot the one this publish
 			// follows.
-			cond += fmt.Sprintf(" AND (SELECT count() FROM (SELECT DISTINCT store_id, pack_id, destination, table FROM %s WHERE _block_number <= w.4 AND (store_id, pack_id, destination, table) IN (%s) AND (store_id, pack_id, destination) NOT IN %s)) = %d",
-				pt, lit, c.removedSet(""), len(removed))
+			if !c.noRemovalCheck {
+				cond += fmt.Sprintf(" AND (SELECT count() FROM (SELECT DISTINCT store_id, pack_id, destination, table FROM %s WHERE _block_number <= w.4 AND (store_id, pack_id, destination, table) IN (%s) AND (store_id, pack_id, destination) NOT IN %s)) = %d",
+					pt, lit, c.removedSet(""), len(removed))
+			}
 		}
 		q := fmt.Sprintf(`INSERT INTO %[1]s (%[2]s)
 			WITH %[3]s AS f, %[4]s AS w
@@ -585,7 +591,7 @@ const publishSlack = 30 * time.Second
 // as a scalar over the watermark (the publish statement reads it from its
 // watermark scalar instead). 0 when nothing is published.
 func (c *Catalog) inventoryHW() string {
-	return "(SELECT max(inventory_block) FROM " + ident(c.n.watermark()) + ")"
+	return "ifNull((SELECT inventory_block FROM " + ident(c.n.watermark()) + " ORDER BY version DESC LIMIT 1), 0)"
 }
 
 // publishedAt records a successful publish: its server-clock time anchors the

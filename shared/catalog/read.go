@@ -78,13 +78,20 @@ func (c *Catalog) Snapshot(ctx context.Context, version uint64) (Snapshot, error
 	return snapshotFromRow(res.Rows[0]), nil
 }
 
+// latestVersionSQL reads the newest published version: no row when nothing
+// is published. Read in the sort key's order, it reads the last granule of
+// each part, not every snapshot's row (a max() would).
+func (c *Catalog) latestVersionSQL() string {
+	return "SELECT version FROM " + ident(c.n.watermark()) + " ORDER BY version DESC LIMIT 1"
+}
+
 // Latest returns the newest published snapshot, or ErrNoSnapshot.
 func (c *Catalog) Latest(ctx context.Context) (Snapshot, error) {
-	res, err := c.conn.Query(ctx, "SELECT max(version), count() FROM "+ident(c.n.watermark()))
+	res, err := c.conn.Query(ctx, c.latestVersionSQL())
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading latest snapshot: %w", err)
 	}
-	if len(res.Rows) == 0 || asUint(res.Rows[0][1]) == 0 {
+	if len(res.Rows) == 0 {
 		return Snapshot{}, fmt.Errorf("%w: nothing published yet", ErrNoSnapshot)
 	}
 	return c.Snapshot(ctx, asUint(res.Rows[0][0]))
@@ -334,11 +341,11 @@ func (c *Catalog) Destinations(ctx context.Context, version uint64) (map[string]
 // checked on every call (one statement).
 func (c *Catalog) resolveVersion(ctx context.Context, version uint64, continuing bool) (uint64, error) {
 	if version == 0 {
-		res, err := c.conn.Query(ctx, "SELECT max(version), count() FROM "+ident(c.n.watermark()))
+		res, err := c.conn.Query(ctx, c.latestVersionSQL())
 		if err != nil {
 			return 0, fmt.Errorf("reading latest snapshot: %w", err)
 		}
-		if len(res.Rows) == 0 || asUint(res.Rows[0][1]) == 0 {
+		if len(res.Rows) == 0 {
 			return 0, fmt.Errorf("%w: nothing published yet", ErrNoSnapshot)
 		}
 		v := asUint(res.Rows[0][0])
@@ -435,7 +442,7 @@ func (c *Catalog) resolution(ti TableInfo, where string, system bool) string {
 // latestViewSQL is the ad-hoc view of a table as of the latest published
 // snapshot, every destination, with its real column names.
 func (c *Catalog) latestViewSQL(ti TableInfo) string {
-	latest := "(SELECT max(version) FROM " + ident(c.n.watermark()) + ")"
+	latest := "(" + c.latestVersionSQL() + ")"
 	inner := c.resolution(ti, c.membership(latest, "", ti.Name), true)
 	out := []string{"destination"}
 	i := 0

@@ -75,7 +75,10 @@ type Catalog struct {
 	// of schema 6, whose merges keep the newest of duplicate rows
 	// (negative control of TestReindexMergeKeepsOldSnapshots).
 	replacingInventory bool
-	noStaging          bool // read every pack in place (see stage.go)
+	// noRemovalCheck lets PublishReplace remove what the latest snapshot
+	// does not hold (negative control of TestReplaceRefusesNonMember).
+	noRemovalCheck bool
+	noStaging      bool // read every pack in place (see stage.go)
 
 	// What the last publish read back (guarded by pubMu): the highest
 	// version claimed or published.

@@ -28,8 +28,12 @@ func TestSchemaRefusals(t *testing.T) {
 		damage []string // statements run on a populated catalog
 		want   string   // in the refusal
 	}{
-		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [6 99]"},
-		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (7, 0)"}, "stamped with schema version [7]"},
+		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [7 99]"},
+		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (8, 0)"}, "stamped with schema version [8]"},
+		// Version 6 listed each snapshot's members in its watermark row and
+		// kept the inventory a ReplacingMergeTree, whose merges may move a
+		// member above the high-water that admitted it.
+		{"version 6 stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (6, 0)"}, "stamped with schema version [6]"},
 		// Version 5 had no expiry horizon and no pins.
 		{"version 5 stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (5, 0)"}, "stamped with schema version [5]"},
 		// Version 4 kept one inventory row per pack, ordered by (store_id,
@@ -47,9 +51,10 @@ func TestSchemaRefusals(t *testing.T) {
 		{"lacks a table", []string{"DROP TABLE sluice_publisher_lease"}, "lacks sluice_publisher_lease"},
 		{"lacks the pins", []string{"DROP TABLE sluice_snapshot_pins"}, "lacks sluice_snapshot_pins"},
 		{"lacks a rows table", []string{"DROP VIEW `sluice_latest.public.items`", "DROP TABLE `sluice_rows.public.items`"}, "rows tables are missing: sluice_rows.public.items"},
-		// The membership lives in the watermark rows (the manifest is a
-		// view of them): empty every row's members.
-		{"inventory without membership", []string{"ALTER TABLE sluice_watermark UPDATE members = [] WHERE 1 SETTINGS mutations_sync = 2"}, "inventory without membership"},
+		// The membership is the inventory rows at or below the snapshots'
+		// high-water: lose the high-water (as a catalog whose inventory was
+		// recreated would: its blocks start again above none of them).
+		{"inventory without membership", []string{"ALTER TABLE sluice_watermark UPDATE inventory_block = 0 WHERE 1 SETTINGS mutations_sync = 2"}, "inventory without membership"},
 		{"inventory without rows", []string{"TRUNCATE TABLE `sluice_rows.public.items`"}, "inventory without rows"},
 	}
 	for _, be := range chtest.Backends(t) {

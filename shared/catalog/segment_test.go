@@ -39,7 +39,7 @@ func ids(rows []map[string]any) []float64 {
 // inventoryRows is the inventory's (pack_id, destination, rows) rows.
 func inventoryRows(t *testing.T, conn catalog.Conn, prefix string) []string {
 	t.Helper()
-	res, err := conn.Query(t.Context(), "SELECT pack_id, destination, rows, tombstones, first_lsn, last_lsn FROM "+prefix+"_packs FINAL ORDER BY pack_id, destination")
+	res, err := conn.Query(t.Context(), "SELECT pack_id, destination, rows, tombstones, first_lsn, last_lsn FROM "+prefix+"_packs ORDER BY pack_id, destination")
 	if err != nil {
 		t.Fatal(err)
 	}
