@@ -33,3 +33,10 @@ func SetGCMutations(on bool) func() {
 	gcMutations = on
 	return func() { gcMutations = old }
 }
+
+// SetLifecycleHooks sets the crash tests' hooks: after a compacted segment
+// is stored, after it is indexed, after GC deleted files, after GC deleted
+// rows (nil: none).
+func SetLifecycleHooks(beforeIndex, beforePublish, afterFiles, afterRows func()) {
+	compactBeforeIndex, compactBeforePublish, gcAfterFiles, gcAfterRows = beforeIndex, beforePublish, afterFiles, afterRows
+}

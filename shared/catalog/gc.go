@@ -77,6 +77,10 @@ type GCOptions struct {
 // pinned-read test).
 var gcIgnoresRetention bool
 
+// Test hooks of the crash tests (nil in production): after step 1 and
+// after step 2.
+var gcAfterFiles, gcAfterRows func()
+
 // gcMember is one garbage member with its inventory facts.
 type gcMember struct {
 	Member
@@ -166,6 +170,9 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 			}
 			st.Files++
 		}
+		if gcAfterFiles != nil {
+			gcAfterFiles()
+		}
 		// 2. Rows, per table.
 		byTable := map[string][]Member{}
 		var all []Member
@@ -182,6 +189,9 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 			if err := c.conn.Exec(ctx, c.deleteSQL(ident(c.n.rows(t)), "(store_id, pack_id, destination) IN ("+keyTuples(byTable[t])+")")); err != nil {
 				return st, fmt.Errorf("collecting garbage: deleting rows of %s: %w", t, err)
 			}
+		}
+		if gcAfterRows != nil {
+			gcAfterRows()
 		}
 		// 3. Inventory rows, never the newest block's.
 		keys := keyTuples(all)
