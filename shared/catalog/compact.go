@@ -616,6 +616,12 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 			return st, l, err
 		}
 		st.InRows, st.OutRows, st.OutBytes, st.Segment = seg.InRows, seg.OutRows, int64(len(seg.Data)), seg.Path
+		// Reading and rewriting may take a good part of the lease's ttl:
+		// renew it (fenced) before each step that follows, so that the
+		// replacement publishes on a live lease.
+		if l, err = c.RenewLease(ctx, l, ttl); err != nil {
+			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		}
 		if err := store.Put(ctx, seg.Path, seg.Data); err != nil {
 			return st, l, fmt.Errorf("compacting %s: %w", table, err)
 		}
@@ -629,6 +635,9 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 		if _, err := c.Index(ctx, store, []PackRef{ref}); err != nil {
 			return st, l, fmt.Errorf("compacting %s: %w", table, err)
 		}
+		if l, err = c.RenewLease(ctx, l, ttl); err != nil {
+			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		}
 	}
 	removed = append(removed, extra...)
 	if len(removed) == 0 {
@@ -637,15 +646,29 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 	if compactBeforePublish != nil {
 		compactBeforePublish()
 	}
-	res, err := c.PublishReplace(ctx, l, ttl, removed)
-	if err != nil {
-		return st, res.Lease, fmt.Errorf("compacting %s: %w", table, err)
+	// The removals go in publishes of at most maxRemovalsPerPublish (each
+	// publish statement carries its removal set as literals, under the
+	// engine's query size limit). Between two of them the snapshot holds
+	// the new segment beside members it copies; it reads the same, since
+	// a copy of a row changes no argMax (see the top of this file).
+	for start := 0; start < len(removed); start += maxRemovalsPerPublish {
+		res, err := c.PublishReplace(ctx, l, ttl, removed[start:min(start+maxRemovalsPerPublish, len(removed))])
+		l = res.Lease
+		if err != nil {
+			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		}
+		st.Snapshot = res.Snapshot
 	}
-	st.Members, st.Snapshot = len(removed), res.Snapshot
+	res := PublishResult{Snapshot: st.Snapshot, Lease: l}
+	st.Members = len(removed)
 	c.log.Info("compacted", "table", table, "destinations", len(dests), "members", st.Members, "files", st.Files,
 		"in_bytes", st.InBytes, "out_bytes", st.OutBytes, "in_rows", st.InRows, "out_rows", st.OutRows, "version", res.Snapshot.Version)
 	return st, res.Lease, nil
 }
+
+// maxRemovalsPerPublish bounds the members one PublishReplace removes (a
+// variable so a test can lower it).
+var maxRemovalsPerPublish = 500
 
 // Test hooks of the crash tests (nil in production): they run after the
 // compacted segment is stored and before the replacement is published.

@@ -116,7 +116,7 @@ func TestLifecycleCrashChild(t *testing.T) {
 	switch phase {
 	case "crash":
 		index(t, c, store, history(t, store, rand.New(rand.NewPCG(5, 6)), crashDests, 9)...)
-		publish(t, c, &l, 0)
+		lpublish(t, c, &l)
 		b, _ := json.Marshal(readAllDests(0))
 		if err := os.WriteFile(wantFile, b, 0o644); err != nil {
 			t.Fatal(err)
@@ -131,7 +131,7 @@ func TestLifecycleCrashChild(t *testing.T) {
 		case "gc-rows":
 			catalog.SetLifecycleHooks(nil, nil, nil, stop)
 		}
-		if _, l2, err := c.Compact(t.Context(), l, ttl, store, policy, "compact1"); err != nil {
+		if _, l2, err := c.Compact(t.Context(), l, lifeTTL, store, policy, "compact1"); err != nil {
 			t.Fatal(err)
 		} else {
 			l = l2
@@ -183,9 +183,9 @@ func TestLifecycleCrashChild(t *testing.T) {
 				t.Logf("re-indexed %s", f)
 			}
 		}
-		publish(t, c, &l, 0)
+		lpublish(t, c, &l)
 		check("after the reconciler and a publish")
-		if _, l2, err := c.Compact(t.Context(), l, ttl, store, policy, "compact2"); err != nil {
+		if _, l2, err := c.Compact(t.Context(), l, lifeTTL, store, policy, "compact2"); err != nil {
 			t.Fatal(err)
 		} else {
 			l = l2
@@ -228,7 +228,7 @@ func storePaths(t *testing.T, store packstore.Store) []string {
 // crashExpire publishes and advances the expiry horizon to the latest.
 func crashExpire(t *testing.T, c *catalog.Catalog, l *catalog.Lease) {
 	t.Helper()
-	publish(t, c, l, 0)
+	lpublish(t, c, l)
 	if _, err := c.AdvanceRetention(t.Context(), *l, catalog.RetentionPolicy{Retention: time.Microsecond, RetainMin: 1}); err != nil {
 		t.Fatal(err)
 	}

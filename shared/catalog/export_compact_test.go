@@ -40,3 +40,11 @@ func SetGCMutations(on bool) func() {
 func SetLifecycleHooks(beforeIndex, beforePublish, afterFiles, afterRows func()) {
 	compactBeforeIndex, compactBeforePublish, gcAfterFiles, gcAfterRows = beforeIndex, beforePublish, afterFiles, afterRows
 }
+
+// SetMaxRemovalsPerPublish lowers maxRemovalsPerPublish; the returned
+// function restores it.
+func SetMaxRemovalsPerPublish(n int) func() {
+	old := maxRemovalsPerPublish
+	maxRemovalsPerPublish = n
+	return func() { maxRemovalsPerPublish = old }
+}

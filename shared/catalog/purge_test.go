@@ -66,10 +66,10 @@ func TestPurgeLeavesNothingOfTheDestination(t *testing.T) {
 	dests := []string{"shopA", "shopB", "shopC"}
 	index(t, c, store, history(t, store, rand.New(rand.NewPCG(3, 4)), dests, 9)...)
 	var l catalog.Lease
-	v1 := publish(t, c, &l, 0).Version
+	v1 := lpublish(t, c, &l).Version
 	// An older compaction of shopB (its segment members removed, the
 	// segment files still holding its rows beside the others').
-	if _, l2, err := c.Compact(t.Context(), l, ttl, store, catalog.CompactPolicy{MinPacks: 2, SmallBytes: 1, MaxBytes: 1}, "compact1"); err != nil {
+	if _, l2, err := c.Compact(t.Context(), l, lifeTTL, store, catalog.CompactPolicy{MinPacks: 2, SmallBytes: 1, MaxBytes: 1}, "compact1"); err != nil {
 		t.Fatal(err)
 	} else {
 		l = l2
@@ -81,14 +81,14 @@ func TestPurgeLeavesNothingOfTheDestination(t *testing.T) {
 	if _, err := c.PinSnapshot(t.Context(), v1, "legal hold"); err != nil {
 		t.Fatal(err)
 	}
-	_, l, err := c.Purge(t.Context(), l, ttl, store, "shopB", "purge1")
+	_, l, err := c.Purge(t.Context(), l, lifeTTL, store, "shopB", "purge1")
 	if !errors.Is(err, catalog.ErrPurgePinned) || !strings.Contains(err.Error(), "snapshot 1 (legal hold)") {
 		t.Fatalf("purge under a pin: got %v, want ErrPurgePinned naming snapshot 1", err)
 	}
 	if err := c.UnpinSnapshot(t.Context(), v1); err != nil {
 		t.Fatal(err)
 	}
-	st, l, err := c.Purge(t.Context(), l, ttl, store, "shopB", "purge1")
+	st, l, err := c.Purge(t.Context(), l, lifeTTL, store, "shopB", "purge1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestPurgeLeavesNothingOfTheDestination(t *testing.T) {
 		t.Fatalf("read of a snapshot before the purge: got %v, want ErrExpired", err)
 	}
 	// Running it again finds nothing to do.
-	if st, _, err := c.Purge(t.Context(), l, ttl, store, "shopB", "purge1"); err != nil || !st.Done {
+	if st, _, err := c.Purge(t.Context(), l, lifeTTL, store, "shopB", "purge1"); err != nil || !st.Done {
 		t.Fatalf("second purge: %+v, %v", st, err)
 	}
 }
