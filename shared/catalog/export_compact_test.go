@@ -48,3 +48,11 @@ func SetMaxRemovalsPerPublish(n int) func() {
 	maxRemovalsPerPublish = n
 	return func() { maxRemovalsPerPublish = old }
 }
+
+// SetPurgeNoRewrite sets the purgeNoRewrite knob; the returned function
+// restores it.
+func SetPurgeNoRewrite(on bool) func() {
+	old := purgeNoRewrite
+	purgeNoRewrite = on
+	return func() { purgeNoRewrite = old }
+}

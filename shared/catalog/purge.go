@@ -32,6 +32,10 @@ import (
 // Every step is idempotent: a purge killed anywhere is finished by running
 // it again. PurgeStatus says what of D remains.
 
+// purgeNoRewrite makes a purge leave the files it shares with other
+// destinations as they are: a test knob (negative control).
+var purgeNoRewrite bool
+
 // ErrPurgePinned is returned (wrapped, naming the pin) when a pinned
 // snapshot holds the destination a purge would erase.
 var ErrPurgePinned = errors.New("a pinned snapshot holds the destination")
@@ -145,6 +149,9 @@ func (c *Catalog) Purge(ctx context.Context, l Lease, ttl time.Duration, store p
 		shared, err := c.sharedFiles(ctx, latest.Version, store.ID(), destination)
 		if err != nil {
 			return PurgeStatus{}, l, err
+		}
+		if purgeNoRewrite {
+			shared = nil
 		}
 		tables := map[string]bool{}
 		for t := range byTable {

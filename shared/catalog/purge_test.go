@@ -131,3 +131,29 @@ func TestPurgeLeavesNothingOfTheDestination(t *testing.T) {
 		t.Fatalf("second purge: %+v, %v", st, err)
 	}
 }
+
+// TestPurgeNegativeControlNoRewrite: a purge that leaves the segments it
+// shares with other destinations as they are leaves the destination's rows
+// in a file of the store (the decode-every-file check sees it).
+func TestPurgeNegativeControlNoRewrite(t *testing.T) {
+	defer catalog.SetPurgeNoRewrite(true)()
+	store := openStore(t, "s1")
+	c := catalog.New(chtest.Conn(t), catalog.Options{Prefix: "sluice", GCGrace: time.Hour})
+	if err := c.EnsureSchema(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	index(t, c, store, history(t, store, rand.New(rand.NewPCG(3, 4)), []string{"shopA", "shopB"}, 6)...)
+	var l catalog.Lease
+	lpublish(t, c, &l)
+	if _, _, err := c.Purge(t.Context(), l, lifeTTL, store, "shopB", "purge1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ds := range destinationsInStore(t, store) {
+		for _, d := range ds {
+			if d == "shopB" {
+				return // caught
+			}
+		}
+	}
+	t.Fatal("no file holds shopB's rows although the shared segments were not rewritten: the check does not see them")
+}
