@@ -154,8 +154,12 @@ func measure(b *testing.B, c *catalog.Catalog) histCosts {
 // 100 snapshots). It prints the page read, status and snapshots costs
 // before and after against a fresh catalog of the same live rows, as
 // ratios, and the store's bytes and files against the live data's. Nothing
-// is asserted on time. Run with -benchtime 1x (make bench).
+// is asserted on time. make bench runs it (SLUICE_BENCH_HISTORY=1,
+// -benchtime 1x).
 func BenchmarkHistory(b *testing.B) {
+	if os.Getenv("SLUICE_BENCH_HISTORY") == "" {
+		b.Skip("minutes long: SLUICE_BENCH_HISTORY=1 (make bench) runs it, with -benchtime 1x")
+	}
 	if b.N > 1 {
 		b.Skip("one run is the measurement: -benchtime 1x")
 	}
