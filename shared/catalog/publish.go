@@ -322,8 +322,10 @@ func (c *Catalog) Publish(ctx context.Context, l Lease, ttl time.Duration, throu
 // longer hold. Its through_lsn is the previous snapshot's: a compaction
 // claims nothing new. It refuses (ErrNotMember) to remove a member the
 // latest snapshot does not hold, checked before each attempt and again
-// inside the publishing statement (a snapshot published in between is
-// caught by the version barrier). removed must not be empty.
+// inside the publishing statement, against the snapshot the version
+// barrier proves it follows (so a replacement published between the two
+// is caught there, and the retry's check names it). removed must not be
+// empty nor list a member twice.
 func (c *Catalog) PublishReplace(ctx context.Context, l Lease, ttl time.Duration, removed []Member) (PublishResult, error) {
 	if len(removed) == 0 {
 		return PublishResult{Lease: l}, fmt.Errorf("publishing a replacement: no members to remove")
