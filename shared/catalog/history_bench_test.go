@@ -167,6 +167,9 @@ func BenchmarkHistory(b *testing.B) {
 	if b.N > 1 {
 		b.Skip("one run is the measurement: -benchtime 1x")
 	}
+	if os.Getenv("SLUICE_BENCH_HISTORY_MUTATIONS") != "" {
+		defer catalog.SetGCMutations(true)() // GC deletes rows by ALTER TABLE ... DELETE
+	}
 	flushes := histEnv("SLUICE_BENCH_HISTORY_FLUSHES", 1000)
 	perFlush := histEnv("SLUICE_BENCH_HISTORY_PUBLISHES", 10)
 	ctx := b.Context()
