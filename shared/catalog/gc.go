@@ -77,6 +77,11 @@ type GCOptions struct {
 // pinned-read test).
 var gcIgnoresRetention bool
 
+// gcMaxMembers bounds the garbage members one pass deletes: their keys
+// are literals of its statements, which must stay under the engine's query
+// size limit. The next pass takes the rest.
+const gcMaxMembers = 1000
+
 // Test hooks of the crash tests (nil in production): after step 1 and
 // after step 2.
 var gcAfterFiles, gcAfterRows func()
@@ -130,7 +135,7 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 	// The garbage members that still have inventory rows, with their files.
 	res, err := c.conn.Query(ctx, fmt.Sprintf(`SELECT g.store_id, g.pack_id, g.destination, g.table, any(p.path)
 		FROM %[2]s AS g INNER JOIN %[1]s AS p ON p.store_id = g.store_id AND p.pack_id = g.pack_id AND p.destination = g.destination
-		GROUP BY g.store_id, g.pack_id, g.destination, g.table ORDER BY g.store_id, g.pack_id, g.destination`, pt, garbage))
+		GROUP BY g.store_id, g.pack_id, g.destination, g.table ORDER BY g.store_id, g.pack_id, g.destination LIMIT %[3]d`, pt, garbage, gcMaxMembers))
 	if err != nil {
 		return st, fmt.Errorf("collecting garbage: reading the garbage members: %w", err)
 	}

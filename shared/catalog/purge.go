@@ -217,8 +217,14 @@ func (c *Catalog) Purge(ctx context.Context, l Lease, ttl time.Duration, store p
 	if err := c.checkPurgePins(ctx, destination); err != nil {
 		return PurgeStatus{}, l, err
 	}
-	if _, err := c.CollectGarbage(ctx, store, GCOptions{Destination: destination, purge: true}); err != nil {
-		return PurgeStatus{}, l, fmt.Errorf("purging %s: %w", destination, err)
+	for {
+		gs, err := c.CollectGarbage(ctx, store, GCOptions{Destination: destination, purge: true, NoWatermarks: true})
+		if err != nil {
+			return PurgeStatus{}, l, fmt.Errorf("purging %s: %w", destination, err)
+		}
+		if gs.Members < gcMaxMembers {
+			break
+		}
 	}
 	st, err := c.PurgeStatus(ctx, destination)
 	return st, l, err
