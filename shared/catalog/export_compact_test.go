@@ -27,11 +27,11 @@ func SetGCIgnoresRetention(on bool) func() {
 	return func() { gcIgnoresRetention = old }
 }
 
-// SetGCMutations makes GC delete with ALTER TABLE ... DELETE.
-func SetGCMutations(on bool) func() {
-	old := gcMutations
-	gcMutations = on
-	return func() { gcMutations = old }
+// SetGCLightweight makes GC delete rows with lightweight DELETE FROM.
+func SetGCLightweight(on bool) func() {
+	old := gcLightweight
+	gcLightweight = on
+	return func() { gcLightweight = old }
 }
 
 // SetLifecycleHooks sets the crash tests' hooks: after a compacted segment

@@ -167,8 +167,8 @@ func BenchmarkHistory(b *testing.B) {
 	if b.N > 1 {
 		b.Skip("one run is the measurement: -benchtime 1x")
 	}
-	if os.Getenv("SLUICE_BENCH_HISTORY_MUTATIONS") != "" {
-		defer catalog.SetGCMutations(true)() // GC deletes rows by ALTER TABLE ... DELETE
+	if os.Getenv("SLUICE_BENCH_HISTORY_LIGHTWEIGHT") != "" {
+		defer catalog.SetGCLightweight(true)() // GC deletes rows by lightweight DELETE FROM
 	}
 	flushes := histEnv("SLUICE_BENCH_HISTORY_FLUSHES", 1000)
 	perFlush := histEnv("SLUICE_BENCH_HISTORY_PUBLISHES", 10)
