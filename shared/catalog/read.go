@@ -273,14 +273,9 @@ func (c *Catalog) tableAt(ctx context.Context, ti TableInfo, v uint64) (TableInf
 	fp, ok := c.tableAtCache[k]
 	c.pubMu.Unlock()
 	if !ok {
-		q := fmt.Sprintf("SELECT argMax(fingerprint, (last_lsn, last_seq)), count() FROM %s WHERE %s",
-			ident(c.n.packs()), c.memberRows(u64(v), c.hwAt(u64(v)), "", ti.Name))
-		res, err := c.conn.Query(ctx, q)
-		if err != nil {
-			return TableInfo{}, fmt.Errorf("reading the schema of %s at version %d: %w", ti.Name, v, err)
-		}
-		if len(res.Rows) == 1 && asUint(res.Rows[0][1]) > 0 {
-			fp = asString(res.Rows[0][0])
+		var err error
+		if fp, err = c.newestSchema(ctx, ti.Name, v); err != nil {
+			return TableInfo{}, err
 		}
 		c.pubMu.Lock()
 		if c.tableAtCache == nil || len(c.tableAtCache) >= 256 {
@@ -308,6 +303,72 @@ func (c *Catalog) tableAt(ctx context.Context, ti TableInfo, v uint64) (TableInf
 		}
 	}
 	return TableInfo{}, fmt.Errorf("%w: %s has packs of schema %s, which the table registry does not hold", ErrBadSchema, ti.Name, fp)
+}
+
+// newestAt is the newest change among a table's members at a published
+// version: its pack's schema fingerprint and position, with the version's
+// high-water.
+type newestAt struct {
+	version, hw uint64
+	fp          string
+	lsn, seq    uint64
+	found       bool
+}
+
+// newestSchema returns the schema fingerprint of table's newest change
+// among the packs of published version v ("" when it has none). Members
+// only accrue between two versions unless a publish between them removed
+// some, so from the answer for an earlier version (remembered per table)
+// it reads only the inventory rows between the two high-waters; after a
+// removal between them, when the earlier version's row is gone, or with
+// nothing remembered, all of v's members.
+// Either way one statement.
+func (c *Catalog) newestSchema(ctx context.Context, table string, v uint64) (string, error) {
+	c.pubMu.Lock()
+	prev, havePrev := c.newest[table]
+	c.pubMu.Unlock()
+	wt := ident(c.n.watermark())
+	hw := c.hwAt(u64(v))
+	from := "0"
+	removals := "0"
+	if havePrev && prev.version < v {
+		from = u64(prev.hw)
+		// A removal between the two versions, or the earlier version's row
+		// gone or different (expired and collected, or a rebuild since:
+		// the inventory's blocks start again), means a full read.
+		removals = fmt.Sprintf("((SELECT count() FROM %[1]s WHERE version > %[2]d AND version <= %[3]d AND removes > 0) + (SELECT count() = 0 FROM %[1]s WHERE version = %[2]d AND inventory_block = %[4]d))", wt, prev.version, v, prev.hw)
+	}
+	q := fmt.Sprintf(`WITH %s AS hw, %s AS removals
+		SELECT hw, removals, argMax((fingerprint, last_lsn, last_seq), (last_lsn, last_seq)), count()
+		FROM %s WHERE _block_number > if(removals = 0, %s, 0) AND %s`,
+		hw, removals, ident(c.n.packs()), from, c.memberRows(u64(v), "hw", "", table))
+	res, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return "", fmt.Errorf("reading the schema of %s at version %d: %w", table, v, err)
+	}
+	if len(res.Rows) != 1 {
+		return "", fmt.Errorf("reading the schema of %s at version %d: %w", table, v, errNoRows)
+	}
+	r := res.Rows[0]
+	cur := newestAt{version: v, hw: asUint(r[0])}
+	if havePrev && prev.version < v && asUint(r[1]) == 0 {
+		cur.fp, cur.lsn, cur.seq, cur.found = prev.fp, prev.lsn, prev.seq, prev.found
+	}
+	if w, _ := r[2].([]any); asUint(r[3]) > 0 && len(w) == 3 {
+		lsn, seq := asUint(w[1]), asUint(w[2])
+		if !cur.found || lsn > cur.lsn || (lsn == cur.lsn && seq >= cur.seq) {
+			cur.fp, cur.lsn, cur.seq, cur.found = asString(w[0]), lsn, seq, true
+		}
+	}
+	c.pubMu.Lock()
+	if old, ok := c.newest[table]; !ok || old.version < v {
+		if c.newest == nil || len(c.newest) >= 256 {
+			c.newest = map[string]newestAt{}
+		}
+		c.newest[table] = cur
+	}
+	c.pubMu.Unlock()
+	return cur.fp, nil
 }
 
 // Destinations returns, per table, the destinations holding packs in the

@@ -100,6 +100,9 @@ type Catalog struct {
 	// tableAtCache holds the schema fingerprint of a table at a published
 	// version (see tableAt); bounded, cleared when full.
 	tableAtCache map[tableAtKey]string
+	// newest holds, per table, its newest change at the highest version
+	// tableAt resolved (see newestSchema); bounded, cleared when full.
+	newest map[string]newestAt
 	// latestRegistration reads with the latest registration (negative
 	// control of tableAt).
 	latestRegistration bool
@@ -364,10 +367,17 @@ func (c *Catalog) create(ctx context.Context) error {
 		"CREATE TABLE IF NOT EXISTS " + ident(n.tables()) + ` (
 			table String, fingerprint String, columns String, primary_key Array(String), routing String,
 			registered_at Int64) ENGINE = ReplacingMergeTree ORDER BY (table, fingerprint)`,
+		// The inventory's sort key starts with the pack (the indexer's
+		// lookups); a read's membership filters one destination, and the
+		// bloom filter on destination lets it skip the granules of other
+		// destinations' packs and segments (BenchmarkWideHistory: the
+		// membership of one destination among 10,000-destination segments
+		// 45 ms without it, 10 ms with it).
 		"CREATE TABLE IF NOT EXISTS " + ident(n.packs()) + ` (
 			store_id String, pack_id String, destination String, table String, path String, fingerprint String,
 			first_lsn UInt64, first_seq UInt64, last_lsn UInt64, last_seq UInt64,
-			rows Int64, tombstones Int64, bytes Int64, indexed_at Int64, trace String DEFAULT '')
+			rows Int64, tombstones Int64, bytes Int64, indexed_at Int64, trace String DEFAULT '',
+			INDEX dest destination TYPE bloom_filter(0.01) GRANULARITY 1)
 			ENGINE = ` + c.inventoryEngine() + ` ORDER BY (store_id, pack_id, destination) SETTINGS enable_block_number_column = 1`,
 		// One row per published snapshot. A publish is one INSERT of one
 		// row, one part: the row is the snapshot. Its membership is implied,
@@ -483,6 +493,7 @@ func (c *Catalog) Drop(ctx context.Context) error {
 	c.mu.Unlock()
 	c.pubMu.Lock()
 	c.pubKnown, c.pubTop, c.versions, c.memberCache = false, 0, nil, nil
+	c.tableAtCache, c.newest = nil, nil
 	c.lastPubAt = 0
 	c.pubMu.Unlock()
 	return nil

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"flag"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -71,6 +72,7 @@ func BenchmarkWideHistory(b *testing.B) {
 		pub()
 	}
 	var pend, publ, read []time.Duration
+	conn.reset()
 	for b.Loop() {
 		b.StopTimer()
 		seedSegment(b, conn, seg, *wideDests)
@@ -101,5 +103,8 @@ func BenchmarkWideHistory(b *testing.B) {
 		p50, p99 := pct(m.ds)
 		b.ReportMetric(p50, m.name+"-p50-ms")
 		b.ReportMetric(p99, m.name+"-p99-ms")
+	}
+	if testing.Verbose() { // the per-statement breakdown
+		fmt.Fprintf(os.Stderr, "statements of the measured iterations:\n%s\n", conn.summary())
 	}
 }
