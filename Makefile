@@ -65,6 +65,7 @@ bench: libchdb
 	$(GO) test -run '^$$' -bench 'Fanout' -benchtime 1x -timeout 30m ./services/flusher/internal/delivery/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'PutMany' -benchtime 5x -count 2 ./shared/packstore/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench '.' -benchtime 20x ./shared/catalog/ | tee -a bench.out
+	SLUICE_BENCH_HISTORY=1 $(GO) test -run '^$$' -bench '^BenchmarkHistory$$' -benchtime 1x -timeout 90m ./shared/catalog/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -timeout 60m ./test/bench/ | tee -a bench.out
 	SLUICE_E2E_RECOVERY=1 $(GO) test -count=1 -run 'TestRecoveryAfterKill' -v -timeout 20m ./test/e2e/ 2>&1 | grep -E '^(---|ok|FAIL)|recovery_test' | tee -a bench.out
 

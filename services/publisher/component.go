@@ -7,9 +7,9 @@ import (
 
 // Spec assembles the publisher: its binary (cmd/publisher) and `sluice run`/`sluice dev`
 // both build it from here.
-var Spec = stack.Spec{Name: "publisher", Needs: stack.Needs{Catalog: true},
+var Spec = stack.Spec{Name: "publisher", Needs: stack.Needs{Catalog: true, Packs: true},
 	Build: func(cfg config.Config, st *stack.Stack, own stack.Own) (stack.Component, error) {
-		p, err := New(cfg, Deps{JS: own.JS, Log: own.Log, Metrics: st.Registry, Catalog: st.Catalog})
+		p, err := New(cfg, Deps{JS: own.JS, Log: own.Log, Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs})
 		if err != nil {
 			return stack.Component{}, err
 		}

@@ -47,6 +47,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/packstore"
 	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
@@ -56,6 +57,9 @@ type Deps struct {
 	Log     *slog.Logger
 	Metrics prometheus.Registerer
 	Catalog catalog.Conn
+	// Packs is the pack store compaction writes to and garbage collection
+	// deletes from (lifecycle.go); nil: no compaction, GC or purge.
+	Packs packstore.Store
 }
 
 // Status is the publisher's state for `sluice status`.
@@ -91,6 +95,7 @@ type Publisher struct {
 	trimmedAt   time.Time
 	expiredAt   time.Time     // the last retention advance (expire)
 	expireEvery time.Duration // how often it runs (expireEvery; tests lower it)
+	lc          *lifecycle    // compaction, GC, purge; nil without a pack store
 
 	mu     sync.Mutex // guards status
 	status Status
@@ -121,6 +126,9 @@ func New(cfg config.Config, deps Deps) (*Publisher, error) {
 			Help: "through_lsn of the latest published snapshot, as a WAL byte position."})),
 	}
 	p.status.Holder = holder
+	if deps.Packs != nil {
+		p.lc = newLifecycle(deps.Metrics, deps.Packs, "compact"+uuid.NewString()[:8])
+	}
 	telemetry.MustRegister(deps.Metrics, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_publisher_lease_held",
 		Help: "1 while this publisher holds the publisher lease (exactly one replica should)."}, func() float64 {
 		if p.Status().LeaseHeld {
@@ -203,6 +211,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if held {
 			p.trim(ctx)
 			p.expire(ctx, lease)
+			l, err := p.lifecycleStep(ctx, lease)
+			lease = l
+			if err != nil {
+				p.log.Warn("publisher lease lost; re-acquiring", "err", err)
+				held = false
+				p.update(func(s *Status) { s.LeaseHeld, s.LastError = false, err.Error() })
+				continue
+			}
 			through, err := p.fr.Step(ctx)
 			if err != nil && ctx.Err() == nil {
 				p.log.Debug("sampling frontier", "err", err)

@@ -34,8 +34,11 @@
 //     it (admission by block number, not by clock; see NOTES);
 //   - reuse a version number, even across a rebuild (the version floor);
 //   - serve a fresh read of an expired snapshot, or lower the expiry
-//     horizon (retention.go); nothing here deletes an expired snapshot's
-//     rows: that is garbage collection's, bound by the GC horizon.
+//     horizon (retention.go); only garbage collection (gc.go) deletes, and
+//     only members removed below the GC horizon and every pin;
+//   - publish a compaction (compact.go) whose snapshot reads differently
+//     from the one it replaces: it keeps each key's winner and TOAST
+//     carry-forward candidates verbatim (ADR 0023).
 //
 // Objects (prefix p, default "sluice"):
 //
@@ -58,6 +61,7 @@
 //	p_retention          the expiry horizon: one row per advance by the live publisher
 //	                     (fenced), horizon = max; below it, snapshots not pinned are expired
 //	p_snapshot_pins      append-only pin/unpin rows; the newest per version is its state
+//	p_purges             append-only purge requests (requested, done, failed) per destination (purge.go)
 //	p_rows.<schema.table>    per captured table: the rows of every destination
 //	p_latest.<schema.table>  view: that table as of the latest published snapshot
 //

@@ -171,6 +171,12 @@ func (c *Catalog) checkRetained(ctx context.Context, version uint64, continuing 
 	}
 	r := res.Rows[0]
 	if asUint(r[0]) == 0 {
+		// Garbage collection deletes expired watermark rows (gc.go): a
+		// version below the expiry horizon without one is expired, not
+		// unknown.
+		if version < asUint(r[1]) && version > c.floorVersion(ctx) {
+			return c.expired(ctx, version)
+		}
 		return c.missingVersion(ctx, version)
 	}
 	bound := asUint(r[1])

@@ -425,6 +425,7 @@ func (c *Catalog) create(ctx context.Context) error {
 		versionFloorDDL(n),
 	}
 	ddl = append(ddl, retentionDDL(n)...)
+	ddl = append(ddl, purgeDDL(n))
 	for _, q := range ddl {
 		if err := c.conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("creating catalog schema: %w", err)

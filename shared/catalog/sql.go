@@ -34,6 +34,7 @@ func (n names) lease() string     { return n.prefix + "_publisher_lease" }
 func (n names) snapshots() string { return n.prefix + "_snapshots" }
 func (n names) retention() string { return n.prefix + "_retention" }
 func (n names) pins() string      { return n.prefix + "_snapshot_pins" }
+func (n names) purges() string    { return n.prefix + "_purges" }
 
 // versionFloor holds the highest version a catalog of this prefix ever
 // published, recorded by Rebuild before it drops anything; no drop removes

@@ -151,6 +151,22 @@ type Catalog struct {
 	// may still continue (its later pages), and the least age of anything
 	// garbage collection may delete (default 1h).
 	GCGrace time.Duration `yaml:"gc_grace"`
+	// CompactInterval: how often the active publisher runs one compaction
+	// pass (default 1m).
+	CompactInterval time.Duration `yaml:"compact_interval"`
+	// CompactMinPacks: a destination's table with at least this many
+	// members is compacted (default 16, at least 2).
+	CompactMinPacks int `yaml:"compact_min_packs"`
+	// CompactSmallBytes: a member below this size is small; a
+	// destination's table whose small members add up to it is compacted
+	// too (default 8 MiB).
+	CompactSmallBytes int64 `yaml:"compact_small_bytes"`
+	// CompactMaxBytes bounds the member bytes one compaction pass reads
+	// (default 256 MiB).
+	CompactMaxBytes int64 `yaml:"compact_max_bytes"`
+	// GCInterval: how often the active publisher runs one garbage
+	// collection pass (default 1m).
+	GCInterval time.Duration `yaml:"gc_interval"`
 }
 
 // Packs is the pack store.
@@ -283,8 +299,9 @@ func Default() Config {
 			Listen:     "127.0.0.1:4222",
 			Monitor:    "127.0.0.1:8222",
 		},
-		State:   State{Schema: "sluice"},
-		Catalog: Catalog{URL: "embedded", Prefix: "sluice", SnapshotRetention: 24 * time.Hour, SnapshotRetainMin: 100, GCGrace: time.Hour},
+		State: State{Schema: "sluice"},
+		Catalog: Catalog{URL: "embedded", Prefix: "sluice", SnapshotRetention: 24 * time.Hour, SnapshotRetainMin: 100, GCGrace: time.Hour,
+			CompactInterval: time.Minute, CompactMinPacks: 16, CompactSmallBytes: 8 << 20, CompactMaxBytes: 256 << 20, GCInterval: time.Minute},
 		DataDir: "./.sluice",
 		Reader: Reader{
 			BatchRows:       10000,
@@ -580,6 +597,11 @@ func (c *Config) Validate() error {
 		{"catalog.snapshot_retention", int64(c.Catalog.SnapshotRetention)},
 		{"catalog.snapshot_retain_min", int64(c.Catalog.SnapshotRetainMin)},
 		{"catalog.gc_grace", int64(c.Catalog.GCGrace)},
+		{"catalog.compact_interval", int64(c.Catalog.CompactInterval)},
+		{"catalog.compact_min_packs", int64(c.Catalog.CompactMinPacks)},
+		{"catalog.compact_small_bytes", c.Catalog.CompactSmallBytes},
+		{"catalog.compact_max_bytes", c.Catalog.CompactMaxBytes},
+		{"catalog.gc_interval", int64(c.Catalog.GCInterval)},
 		{"publisher.lease_ttl", int64(c.Publisher.LeaseTTL)},
 		{"nats.max_age", int64(c.NATS.MaxAge)},
 		{"nats.max_bytes", int64(c.NATS.MaxBytes)},
@@ -590,6 +612,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Source.ResyncChunkRows > 1<<20 {
 		return bad("source.resync_chunk_rows", "%d: at most %d (a chunk is held in memory)", c.Source.ResyncChunkRows, 1<<20)
+	}
+	if c.Catalog.CompactMinPacks < 2 {
+		return bad("catalog.compact_min_packs", "%d: at least 2 (compaction folds many members into one)", c.Catalog.CompactMinPacks)
 	}
 	if c.Delivery.Partitions > 4096 {
 		return bad("delivery.partitions", "%d: at most 4096", c.Delivery.Partitions)

@@ -64,7 +64,7 @@ func soak(t *testing.T, m mode, tune func(*kit.Chaos), env ...string) (kit.Repor
 	}
 	dir := t.TempDir()
 	t.Cleanup(func() { artifacts(t, dir) })
-	p, natsProc := m(t, dir, wlSource(dsn), kit.Settings{Env: env})
+	p, natsProc := m(t, dir, wlSource(dsn), kit.Settings{Env: append(lifecycleEnv(), env...)})
 	defer func() { _ = p.Stop() }()
 	if err := p.EnsureRunning(ctx); err != nil {
 		t.Fatal(err)
@@ -95,6 +95,19 @@ func soak(t *testing.T, m mode, tune func(*kit.Chaos), env ...string) (kit.Repor
 	t.Logf("SOAK %s: survived %s; checked %d rows in %d destination tables; loss (missing) %d, duplicates %d, phantoms %d, wrong values %d, leaked %d",
 		d, cs, rep.Rows, rep.Destinations, rep.Missing, rep.Duplicate, rep.Phantom, rep.Differ, rep.Leaked)
 	return rep, cs, p
+}
+
+// lifecycleEnv runs the soak with aggressive compaction and garbage
+// collection (ADR 0023): a pass of each every few seconds, a destination's
+// table compacted from 4 members, snapshots expiring after a minute (the
+// newest 20 kept) and collected a minute later, so compactions, GC passes
+// and their crashes happen many times under the chaos.
+func lifecycleEnv() []string {
+	return []string{
+		"SLUICE_CATALOG_COMPACT_INTERVAL=5s", "SLUICE_CATALOG_COMPACT_MIN_PACKS=4",
+		"SLUICE_CATALOG_GC_INTERVAL=5s", "SLUICE_CATALOG_GC_GRACE=1m",
+		"SLUICE_CATALOG_SNAPSHOT_RETENTION=1m", "SLUICE_CATALOG_SNAPSHOT_RETAIN_MIN=20",
+	}
 }
 
 // TestSoakOneProcess: kill -9 of `sluice dev` at random times (embedded

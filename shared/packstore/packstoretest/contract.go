@@ -104,6 +104,35 @@ func StoreContract(t *testing.T, newStore func(t *testing.T) packstore.Store) {
 		}
 	})
 
+	t.Run("DeleteRemovesAndRepeats", func(t *testing.T) {
+		s := newStore(t)
+		d, ok := s.(packstore.Deleter)
+		if !ok {
+			t.Skip("the store does not delete")
+		}
+		p := proto.PackPath("shop1", "public.items", "p1")
+		keep := proto.PackPath("shop1", "public.items", "p2")
+		for _, path := range []string{p, keep} {
+			if err := s.Put(ctx, path, []byte("bytes")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i < 2; i++ { // a repeated delete (a GC pass run again) is no error
+			if err := d.Delete(ctx, p); err != nil {
+				t.Fatalf("delete %d: %v", i, err)
+			}
+		}
+		if _, err := s.Get(ctx, p); !errors.Is(err, packstore.ErrNotFound) {
+			t.Fatalf("get after delete: got %v, want ErrNotFound", err)
+		}
+		if _, err := s.Get(ctx, keep); err != nil {
+			t.Fatalf("the other pack: %v", err)
+		}
+		if err := d.Delete(ctx, "../escape"); !errors.Is(err, packstore.ErrBadPath) {
+			t.Fatalf("bad path: got %v, want ErrBadPath", err)
+		}
+	})
+
 	t.Run("GetMissing", func(t *testing.T) {
 		s := newStore(t)
 		_, err := s.Get(ctx, proto.PackPath("shop1", "public.items", "nope"))

@@ -76,6 +76,7 @@ func Register(h *httpx.Server, d Deps) *Series {
 	registerDestinations(h, a)
 	RegisterDLQ(h, d)
 	registerLifecycle(h, a)
+	registerPurge(h, a)
 	registerExport(h, a)
 	registerResyncs(h, a)
 	series := NewSeries(d.Statuses, 0)

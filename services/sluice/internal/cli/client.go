@@ -101,7 +101,7 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values, body
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 { // 202: an accepted purge
 		var e api.Error
 		if json.Unmarshal(rb, &e) == nil && e.Error != "" {
 			return &apiError{resp.StatusCode, e.Error}

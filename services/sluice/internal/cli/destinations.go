@@ -47,16 +47,18 @@ from now on, so its copy stops at this point and can never be resumed (its packs
 func newDestinationsCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "destinations",
-		Short: "List, pause, resume, drain or retire destinations, live",
+		Short: "List, pause, resume, drain, retire or purge destinations, live",
 		Long: `Destination lifecycle, applied live by every router and flusher within destinations.state_poll (1s):
   pause    keep receiving and buffering its changes, never flush them (a full buffer is nak'd and redelivered later)
   resume   flush on the normal schedule again (from paused, draining or drained)
   drain    flush its buffer now, then hold like paused (state drained)
   retire   flush what is buffered once, then drop every later change for it; its packs are kept; final
+  purge    erase a retired destination from every pack, segment and catalog table (--yes)
 A paused or drained destination holds its partition's ack floor, so snapshots' through_lsn stops at its
 oldest held change: its copy is not up to date, and no snapshot claims it is.`,
 	}
 	cmd.AddCommand(newDestinationsListCmd(g))
+	cmd.AddCommand(newDestinationsPurgeCmd(g))
 	for _, action := range []string{"pause", "resume", "drain", "retire"} {
 		cmd.AddCommand(newDestinationActionCmd(g, action))
 	}

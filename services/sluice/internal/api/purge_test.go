@@ -1,0 +1,126 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
+	"github.com/sluice-cdc/sluice/shared/chtest"
+	"github.com/sluice-cdc/sluice/shared/httpx"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/pgtest"
+	"github.com/sluice-cdc/sluice/shared/state"
+)
+
+// The purge endpoints over a real state database and chDB: refused for a
+// destination that is not retired and while a pin holds it (naming the
+// pin); accepted once retired and unpinned; the publisher's RunPurges then
+// erases it and the GET says so.
+func TestPurgeHTTP(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := state.Migrate(ctx, pool, "sluice"); err != nil {
+		t.Fatal(err)
+	}
+	states := state.NewDestinationStates(pool, "sluice")
+	c := catalog.New(chtest.Conn(t), catalog.Options{})
+	if err := c.EnsureSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store, err := packstore.OpenDir(t.TempDir(), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metas []packstore.PackMeta
+	for i, d := range []string{"shop1", "shop2", "shop1"} {
+		metas = append(metas, catalogtest.Write(t, store, catalogtest.Items, d, "p"+string(rune('a'+i)), []catalogtest.Row{
+			catalogtest.Ins(uint64(100+i), 1, map[string]any{"id": int64(1), "tenant": d, "name": "n"}),
+		}))
+	}
+	var refs []catalog.PackRef
+	for _, m := range metas {
+		ref, err := catalog.ReadRef(ctx, store, m.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, ref)
+	}
+	if _, err := c.Index(ctx, store, refs); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.AcquireLease(ctx, "test", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Publish(ctx, l, 10*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = res.Lease
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := httpx.New("127.0.0.1:0", "", prometheus.NewRegistry(), log)
+	Register(h, Deps{Log: log, States: states, Reads: CatalogReads{C: c}})
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	call := func(method, path string, out any) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(""))
+		req.Header.Set(ClientHeader, "test")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if out != nil && resp.StatusCode < 300 {
+			if err := json.Unmarshal(b, out); err != nil {
+				t.Fatalf("%s %s: %v: %s", method, path, err, b)
+			}
+		}
+		return resp.StatusCode, string(b)
+	}
+	if code, body := call("POST", "/api/v1/destinations/shop1/purge", nil); code != http.StatusConflict || !strings.Contains(body, "not retired") {
+		t.Fatalf("purge of an active destination: %d %s", code, body)
+	}
+	if _, err := states.Set(ctx, "shop1", state.Retired, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PinSnapshot(ctx, res.Snapshot.Version, "audit"); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call("POST", "/api/v1/destinations/shop1/purge", nil); code != http.StatusConflict || !strings.Contains(body, "snapshot 1 (audit) is pinned") {
+		t.Fatalf("purge under a pin: %d %s", code, body)
+	}
+	if err := c.UnpinSnapshot(ctx, res.Snapshot.Version); err != nil {
+		t.Fatal(err)
+	}
+	var st PurgeStatus
+	if code, body := call("POST", "/api/v1/destinations/shop1/purge", &st); code != http.StatusAccepted || st.Request != catalog.PurgeRequested || st.Done || st.Members != 2 {
+		t.Fatalf("purge: %d %s", code, body)
+	}
+	if _, err := c.RunPurges(ctx, l, 10*time.Second, store, "purge1"); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call("GET", "/api/v1/destinations/shop1/purge", &st); code != 200 || !st.Done || st.Request != catalog.PurgeDone {
+		t.Fatalf("after the publisher ran it: %d %s", code, body)
+	}
+	if code, body := call("GET", "/api/v1/destinations/shop2/purge", &st); code != 200 || st.Done || st.Members != 1 {
+		t.Fatalf("the other destination: %d %s", code, body)
+	}
+}
