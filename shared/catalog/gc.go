@@ -39,7 +39,7 @@ import (
 //  4. expired watermark rows: unpinned, below the GC horizon, not the
 //     latest, and, for a row that records removals, only once none of
 //     the members it removed has an inventory row left (membership reads
-//     the removal sets, read.go);
+//     the removal sets, membership.go);
 //  5. temporary files of killed writes older than gc_grace (DirStore).
 //
 // GC needs no fence for its safety: everything it deletes is garbage by

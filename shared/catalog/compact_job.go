@@ -1,0 +1,264 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/packstore"
+)
+
+// CompactPolicy is catalog.compact_min_packs, catalog.compact_small_bytes
+// and catalog.compact_max_bytes.
+type CompactPolicy struct {
+	// MinPacks: a (destination, table) with at least this many members is
+	// compacted.
+	MinPacks int
+	// SmallBytes: a member smaller than this is small; a (destination,
+	// table) with at least two members whose small members add up to
+	// SmallBytes is compacted too.
+	SmallBytes int64
+	// MaxBytes bounds the member bytes one pass reads (at least one
+	// destination is taken whatever its size), so a pass never holds the
+	// engine and the publisher long.
+	MaxBytes int64
+}
+
+// Validate checks the policy.
+func (p CompactPolicy) Validate() error {
+	if p.MinPacks < 2 || p.SmallBytes < 1 || p.MaxBytes < 1 {
+		return fmt.Errorf("compaction policy: min_packs %d must be at least 2, small_bytes %d and max_bytes %d positive", p.MinPacks, p.SmallBytes, p.MaxBytes)
+	}
+	return nil
+}
+
+// CompactStats describes one compaction.
+type CompactStats struct {
+	Table        string
+	Destinations []string
+	Members      int   // members removed
+	Files        int   // distinct member files read
+	InBytes      int64 // their bytes
+	OutBytes     int64 // the segment's
+	InRows       int64
+	OutRows      int64
+	Segment      string // the new segment's path
+	Snapshot     Snapshot
+}
+
+// compactCandidate is one (destination, table) a trigger chose.
+type compactCandidate struct {
+	table, fingerprint, destination string
+	members                         int
+	bytes                           int64
+}
+
+// compactCandidates returns the (destination, table)s of the latest
+// snapshot v that a trigger of p chose, whose members are all in store and
+// of one schema fingerprint (compaction takes every member or none).
+func (c *Catalog) compactCandidates(ctx context.Context, v uint64, storeID string, p CompactPolicy, destination string) ([]compactCandidate, error) {
+	hw, err := c.highWater(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf(`SELECT table, any(fingerprint), destination, count(), sum(b), sumIf(b, b < %[4]d), uniqExact(fingerprint), countIf(store_id != %[3]s)
+		FROM (SELECT store_id, pack_id, destination, any(table) AS table, any(fingerprint) AS fingerprint, any(bytes) AS b FROM %[1]s WHERE %[2]s GROUP BY store_id, pack_id, destination)
+		GROUP BY table, destination
+		HAVING uniqExact(fingerprint) = 1 AND countIf(store_id != %[3]s) = 0 AND (count() >= %[5]d OR (count() >= 2 AND sumIf(b, b < %[4]d) >= %[4]d))
+		ORDER BY count() DESC, table, destination`,
+		ident(c.n.packs()), c.memberRows(u64(v), u64(hw), destination, ""), quote(storeID), p.SmallBytes, p.MinPacks)
+	if destination != "" { // a purge's rewrite: any member count
+		q = strings.Replace(q, fmt.Sprintf("(count() >= %d OR", p.MinPacks), "(count() >= 1 OR", 1)
+	}
+	res, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("choosing what to compact: %w", err)
+	}
+	var out []compactCandidate
+	for _, r := range res.Rows {
+		out = append(out, compactCandidate{table: asString(r[0]), fingerprint: asString(r[1]), destination: asString(r[2]), members: int(asUint(r[3])), bytes: asInt(r[4])})
+	}
+	return out, nil
+}
+
+// Compact runs one compaction pass: it picks the table with the largest
+// (destination, table) a trigger of p chose, takes every chosen
+// destination of that table and schema up to p.MaxBytes, writes their
+// members at the latest snapshot as one segment (buildCompacted) into
+// store, indexes it, and publishes the replacement (PublishReplace: the
+// lease's fence) that removes exactly those members. writer names the
+// segment's writer (proto.SegmentID). Nothing to do returns a zero
+// CompactStats. The lease as the publish left it is returned.
+func (c *Catalog) Compact(ctx context.Context, l Lease, ttl time.Duration, store packstore.Store, p CompactPolicy, writer string) (CompactStats, Lease, error) {
+	if err := p.Validate(); err != nil {
+		return CompactStats{}, l, err
+	}
+	latest, err := c.Latest(ctx)
+	if errors.Is(err, ErrNoSnapshot) {
+		return CompactStats{}, l, nil
+	}
+	if err != nil {
+		return CompactStats{}, l, err
+	}
+	cands, err := c.compactCandidates(ctx, latest.Version, store.ID(), p, "")
+	if err != nil || len(cands) == 0 {
+		return CompactStats{}, l, err
+	}
+	first := cands[0]
+	var chosen []string
+	var bytes int64
+	for _, cd := range cands {
+		if cd.table != first.table || cd.fingerprint != first.fingerprint {
+			continue
+		}
+		if len(chosen) > 0 && bytes+cd.bytes > p.MaxBytes {
+			continue
+		}
+		chosen = append(chosen, cd.destination)
+		bytes += cd.bytes
+	}
+	return c.compactDestinations(ctx, l, ttl, store, latest.Version, first.table, first.fingerprint, chosen, nil, nil, writer)
+}
+
+// compactDestinations compacts every member of dests' table at version v
+// (the latest) into one segment and publishes the replacement, which also
+// removes extra (a purge's members). Every member must be in store and of
+// schema fp. A purge passes only: then just the members whose pack is in
+// it are rewritten (the other destinations of the files that hold the
+// purged destination's rows). Rewriting a subset keeps reads too, because
+// the rows are kept verbatim (see the top of this file); the periodic
+// compaction takes every member all the same, so that a destination's
+// history folds into one file.
+func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Duration, store packstore.Store, v uint64, table, fp string, dests []string, extra []Member, only map[string]bool, writer string) (CompactStats, Lease, error) {
+	st := CompactStats{Table: table, Destinations: dests}
+	all, err := c.Members(ctx, v, "", table)
+	if err != nil {
+		return st, l, err
+	}
+	want := map[string]bool{}
+	for _, d := range dests {
+		want[d] = true
+	}
+	var removed []Member
+	packs := map[string]bool{}
+	for _, m := range all {
+		if want[m.Destination] && (only == nil || only[m.PackID]) {
+			removed = append(removed, m)
+			packs[m.PackID] = true
+		}
+	}
+	paths, sizes, err := c.packPaths(ctx, store.ID(), packs)
+	if err != nil {
+		return st, l, err
+	}
+	var ins []CompactInput
+	for _, d := range dests {
+		in := CompactInput{Destination: d}
+		for _, m := range removed {
+			if m.Destination == d {
+				in.Paths = append(in.Paths, paths[m.PackID])
+			}
+		}
+		if len(in.Paths) > 0 {
+			ins = append(ins, in)
+		}
+	}
+	for id := range packs {
+		st.Files++
+		st.InBytes += sizes[id]
+	}
+	if len(ins) > 0 {
+		id := proto.SegmentID(time.Now(), writer, 0)
+		seg, err := buildCompacted(ctx, store, table, fp, id, ins)
+		if err != nil {
+			return st, l, err
+		}
+		st.InRows, st.OutRows, st.OutBytes, st.Segment = seg.InRows, seg.OutRows, int64(len(seg.Data)), seg.Path
+		// Reading and rewriting may take a good part of the lease's ttl:
+		// renew it (fenced) before each step that follows, so that the
+		// replacement publishes on a live lease.
+		if l, err = c.RenewLease(ctx, l, ttl); err != nil {
+			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		}
+		if err := store.Put(ctx, seg.Path, seg.Data); err != nil {
+			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		}
+		if compactBeforeIndex != nil {
+			compactBeforeIndex()
+		}
+		ref, err := c.ReadRef(ctx, store, seg.Path)
+		if err != nil {
+			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		}
+		if _, err := c.Index(ctx, store, []PackRef{ref}); err != nil {
+			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		}
+		if l, err = c.RenewLease(ctx, l, ttl); err != nil {
+			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		}
+	}
+	removed = append(removed, extra...)
+	if len(removed) == 0 {
+		return st, l, nil
+	}
+	if compactBeforePublish != nil {
+		compactBeforePublish()
+	}
+	// The removals go in publishes of at most maxRemovalsPerPublish (each
+	// publish statement carries its removal set as literals, under the
+	// engine's query size limit). Between two of them the snapshot holds
+	// the new segment beside members it copies; it reads the same, since
+	// a copy of a row changes no argMax (see the top of this file).
+	for start := 0; start < len(removed); start += maxRemovalsPerPublish {
+		res, err := c.PublishReplace(ctx, l, ttl, removed[start:min(start+maxRemovalsPerPublish, len(removed))])
+		l = res.Lease
+		if err != nil {
+			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		}
+		st.Snapshot = res.Snapshot
+	}
+	res := PublishResult{Snapshot: st.Snapshot, Lease: l}
+	st.Members = len(removed)
+	c.log.Info("compacted", "table", table, "destinations", len(dests), "members", st.Members, "files", st.Files,
+		"in_bytes", st.InBytes, "out_bytes", st.OutBytes, "in_rows", st.InRows, "out_rows", st.OutRows, "version", res.Snapshot.Version)
+	return st, res.Lease, nil
+}
+
+// maxRemovalsPerPublish bounds the members one PublishReplace removes (a
+// variable so a test can lower it).
+var maxRemovalsPerPublish = 500
+
+// Test hooks of the crash tests (nil in production): they run after the
+// compacted segment is stored and before the replacement is published.
+var compactBeforeIndex, compactBeforePublish func()
+
+// packPaths returns the path and bytes of each pack of store.
+func (c *Catalog) packPaths(ctx context.Context, storeID string, packs map[string]bool) (map[string]string, map[string]int64, error) {
+	paths, sizes := map[string]string{}, map[string]int64{}
+	ids := make([]string, 0, len(packs))
+	for id := range packs {
+		ids = append(ids, quote(id))
+	}
+	sort.Strings(ids)
+	for start := 0; start < len(ids); start += 1000 {
+		chunk := ids[start:min(start+1000, len(ids))]
+		res, err := c.conn.Query(ctx, "SELECT pack_id, any(path), any(bytes) FROM "+ident(c.n.packs())+" WHERE store_id = "+quote(storeID)+" AND pack_id IN ("+strings.Join(chunk, ", ")+") GROUP BY pack_id")
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading pack paths: %w", err)
+		}
+		for _, r := range res.Rows {
+			paths[asString(r[0])] = asString(r[1])
+			sizes[asString(r[0])] = asInt(r[2])
+		}
+	}
+	for id := range packs {
+		if paths[id] == "" {
+			return nil, nil, fmt.Errorf("reading pack paths: pack %s of store %s has no inventory row", id, storeID)
+		}
+	}
+	return paths, sizes, nil
+}

@@ -1,0 +1,179 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
+
+// loadTables reads the registry into memory. With create, it also makes
+// sure every registered table's latest view exists.
+func (c *Catalog) loadTables(ctx context.Context, _ bool) error {
+	res, err := c.conn.Query(ctx, "SELECT table, fingerprint, columns, primary_key, routing, registered_at FROM "+ident(c.n.tables())+" FINAL ORDER BY table, registered_at, fingerprint")
+	if err != nil {
+		return fmt.Errorf("reading table registry: %w", err)
+	}
+	loaded := map[string]*tableState{}
+	for _, r := range res.Rows {
+		var cols []Column
+		if err := json.Unmarshal([]byte(asString(r[2])), &cols); err != nil {
+			return fmt.Errorf("reading table registry: table %s: %w", asString(r[0]), err)
+		}
+		ti := TableInfo{Name: asString(r[0]), Fingerprint: asString(r[1]), Columns: cols, PrimaryKey: asStrings(r[3]), Routing: asString(r[4])}
+		st := loaded[ti.Name]
+		if st == nil {
+			st = &tableState{fps: map[string]bool{}, infos: map[string]TableInfo{}, columns: map[string]proto.Kind{}}
+			loaded[ti.Name] = st
+		}
+		st.info = ti // the latest registration wins (reads use tableAt)
+		st.fps[ti.Fingerprint] = true
+		st.infos[ti.Fingerprint] = ti
+		for _, col := range cols {
+			st.columns[col.Name] = col.Kind
+		}
+	}
+	c.mu.Lock()
+	c.tables = loaded
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Catalog) tableState(ctx context.Context, table string) (*tableState, error) {
+	c.mu.Lock()
+	st := c.tables[table]
+	c.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	if err := c.loadTables(ctx, false); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	st = c.tables[table]
+	c.mu.Unlock()
+	if st == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTable, table)
+	}
+	return st, nil
+}
+
+// Register makes sure the rows table for ti exists with every column of ti
+// (a new column becomes ADD COLUMN), records ti's fingerprint in the
+// registry and refreshes the table's latest view. It is idempotent and
+// cheap for a fingerprint already registered.
+func (c *Catalog) Register(ctx context.Context, ti TableInfo) error {
+	c.mu.Lock()
+	st := c.tables[ti.Name]
+	if st != nil && st.fps[ti.Fingerprint] {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	if st != nil {
+		if !slices.Equal(st.info.PrimaryKey, ti.PrimaryKey) {
+			return fmt.Errorf("%w: table %s: primary key changed from %v to %v", ErrBadSchema, ti.Name, st.info.PrimaryKey, ti.PrimaryKey)
+		}
+		for _, col := range ti.Columns {
+			if k, ok := st.columns[col.Name]; ok && k != col.Kind {
+				return fmt.Errorf("%w: table %s: column %s changed kind from %s to %s", ErrBadSchema, ti.Name, col.Name, k, col.Kind)
+			}
+		}
+	}
+	rt := ident(c.n.rows(ti.Name))
+	var cols []string
+	cols = append(cols, "destination LowCardinality(String)")
+	for _, col := range ti.Columns {
+		cols = append(cols, ident(col.Name)+" "+chStorage(col.Kind, ti.isKey(col.Name)))
+	}
+	cols = append(cols,
+		ident(proto.ColLSN)+" UInt64", ident(proto.ColSeq)+" UInt64", ident(proto.ColOp)+" Int8",
+		ident(proto.ColUnchanged)+" Array(String)", ident(proto.ColCommitTime)+" Nullable(Int64)",
+		"store_id LowCardinality(String)", "pack_id String", ident(proto.ColNulls)+" Array(String)")
+	order := []string{"destination"}
+	for _, k := range ti.PrimaryKey {
+		order = append(order, ident(k))
+	}
+	order = append(order, "store_id", "pack_id", ident(proto.ColLSN), ident(proto.ColSeq))
+	create := "CREATE TABLE IF NOT EXISTS " + rt + " (" + strings.Join(cols, ", ") + ") ENGINE = ReplacingMergeTree ORDER BY (" + strings.Join(order, ", ") + ")"
+	if err := c.conn.Exec(ctx, create); err != nil {
+		return fmt.Errorf("creating rows table for %s: %w", ti.Name, err)
+	}
+	// Columns added at the source since the table was created.
+	res, err := c.conn.Query(ctx, "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = "+quote(c.n.rows(ti.Name)))
+	if err != nil {
+		return fmt.Errorf("reading columns of %s: %w", c.n.rows(ti.Name), err)
+	}
+	have := map[string]string{}
+	for _, r := range res.Rows {
+		have[asString(r[0])] = asString(r[1])
+	}
+	for _, col := range ti.Columns {
+		want := chStorage(col.Kind, ti.isKey(col.Name))
+		got, ok := have[col.Name]
+		if !ok {
+			if err := c.conn.Exec(ctx, "ALTER TABLE "+rt+" ADD COLUMN IF NOT EXISTS "+ident(col.Name)+" "+want); err != nil {
+				return fmt.Errorf("adding column %s to %s: %w", col.Name, c.n.rows(ti.Name), err)
+			}
+			continue
+		}
+		if got != want && !(ti.isKey(col.Name) && got == "Nullable("+want+")") {
+			return fmt.Errorf("%w: table %s: column %s is %s in the catalog, the pack needs %s", ErrBadSchema, ti.Name, col.Name, got, want)
+		}
+	}
+	colsJSON, err := json.Marshal(ti.Columns)
+	if err != nil {
+		return fmt.Errorf("registering %s: %w", ti.Name, err)
+	}
+	pk := make([]string, len(ti.PrimaryKey))
+	for i, k := range ti.PrimaryKey {
+		pk[i] = quote(k)
+	}
+	ins := fmt.Sprintf("INSERT INTO %s (table, fingerprint, columns, primary_key, routing, registered_at) SELECT %s, %s, %s, [%s], %s, toUnixTimestamp64Micro(now64(6)) WHERE (SELECT count() FROM %s WHERE table = %s AND fingerprint = %s) = 0",
+		ident(c.n.tables()), quote(ti.Name), quote(ti.Fingerprint), quote(string(colsJSON)), strings.Join(pk, ", "), quote(ti.Routing),
+		ident(c.n.tables()), quote(ti.Name), quote(ti.Fingerprint))
+	if err := c.conn.Exec(ctx, ins); err != nil {
+		return fmt.Errorf("registering %s: %w", ti.Name, err)
+	}
+	if err := c.loadTables(ctx, false); err != nil {
+		return err
+	}
+	st, err = c.tableState(ctx, ti.Name)
+	if err != nil {
+		return err
+	}
+	if err := c.conn.Exec(ctx, "CREATE OR REPLACE VIEW "+ident(c.n.latest(ti.Name))+" AS "+c.latestViewSQL(st.info)); err != nil {
+		return fmt.Errorf("creating latest view of %s: %w", ti.Name, err)
+	}
+	return nil
+}
+
+// Tables lists every captured table the catalog holds.
+func (c *Catalog) Tables(ctx context.Context) ([]TableInfo, error) {
+	if err := c.loadTables(ctx, false); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]TableInfo, 0, len(c.tables))
+	for _, st := range c.tables {
+		out = append(out, st.info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Table returns one captured table's description.
+func (c *Catalog) Table(ctx context.Context, table string) (TableInfo, error) {
+	st, err := c.tableState(ctx, table)
+	if err != nil {
+		return TableInfo{}, err
+	}
+	return st.info, nil
+}
+
+// ---- value helpers over normalized Result values ----
