@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
@@ -122,13 +121,9 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 			return err
 		}
 	}
-	cc, err := r.connConfig(true)
+	conn, err := r.replicationConn(ctx)
 	if err != nil {
 		return err
-	}
-	conn, err := pgconn.ConnectConfig(ctx, cc)
-	if err != nil {
-		return fmt.Errorf("opening a replication connection to the source: %w", err)
 	}
 	defer conn.Close(context.Background())
 	action := "NOEXPORT_SNAPSHOT"

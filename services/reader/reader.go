@@ -305,6 +305,19 @@ var runtimeParams = map[string]string{
 	"bytea_output": "hex", "extra_float_digits": "3",
 }
 
+// replicationConn opens a replication connection to the source.
+func (r *Reader) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
+	cc, err := r.connConfig(true)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("opening a replication connection to the source: %w", err)
+	}
+	return conn, nil
+}
+
 func (r *Reader) connConfig(replication bool) (*pgconn.Config, error) {
 	c, err := pgconn.ParseConfig(r.cfg.Source.DSN)
 	if err != nil {
@@ -535,13 +548,9 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 			r.log.Warn("terminating the previous walsender", "error", err)
 		}
 	}
-	cc, err := r.connConfig(true)
+	conn, err := r.replicationConn(ctx)
 	if err != nil {
 		return err
-	}
-	conn, err := pgconn.ConnectConfig(ctx, cc)
-	if err != nil {
-		return fmt.Errorf("opening a replication connection to the source: %w", err)
 	}
 	defer conn.Close(context.Background())
 	_, err = capture.Stream(ctx, conn, sl.ConfirmedFlush, opts)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -135,7 +135,7 @@ func fetchColumns(ctx context.Context, src *pgxpool.Pool, table string, xid uint
 		if err != nil {
 			return nil, false, err
 		}
-		ok, err := xidVisible(snap, xid)
+		ok, err := capture.XidVisible(snap, xid)
 		if err != nil {
 			return nil, false, err
 		}
@@ -178,33 +178,6 @@ func fetchOnce(ctx context.Context, src *pgxpool.Pool, q string, args []any, nco
 		}
 	}
 	return out, true, snap, nil
-}
-
-// xidVisible reports whether a committed transaction with 32-bit id xid is
-// visible in snapshot snap (pg_snapshot's text form, xmin:xmax:xip,...):
-// its full id, the one nearest xmax, is below xmax and not in progress.
-func xidVisible(snap string, xid uint32) (bool, error) {
-	parts := strings.Split(snap, ":")
-	if len(parts) != 3 {
-		return false, fmt.Errorf("parsing snapshot %q: want xmin:xmax:xip", snap)
-	}
-	xmax, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
-		return false, fmt.Errorf("parsing snapshot %q: %w", snap, err)
-	}
-	full := xmax + int64(int32(xid-uint32(xmax)))
-	if full >= xmax {
-		return false, nil
-	}
-	if parts[2] == "" {
-		return true, nil
-	}
-	for _, x := range strings.Split(parts[2], ",") {
-		if v, err := strconv.ParseInt(x, 10, 64); err == nil && v == full {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 // evalGenerated runs a generated-column statement (source.GeneratedSQL) on

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
 	"github.com/sluice-cdc/sluice/shared/pgtest"
 )
 
@@ -174,12 +175,12 @@ func TestXidVisible(t *testing.T) {
 		{"4294967290:4294967300:", 4294967295, true}, // the previous epoch's last xid
 		{"4294967290:4294967300:", 4, false},         // this epoch's xid 4 (4294967300) is xmax
 	} {
-		got, err := xidVisible(c.snap, c.xid)
+		got, err := capture.XidVisible(c.snap, c.xid)
 		if err != nil || got != c.want {
-			t.Errorf("xidVisible(%q, %d) = %v, %v; want %v", c.snap, c.xid, got, err, c.want)
+			t.Errorf("capture.XidVisible(%q, %d) = %v, %v; want %v", c.snap, c.xid, got, err, c.want)
 		}
 	}
-	if _, err := xidVisible("garbage", 1); err == nil {
+	if _, err := capture.XidVisible("garbage", 1); err == nil {
 		t.Error("a malformed snapshot was accepted")
 	}
 }

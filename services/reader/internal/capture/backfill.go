@@ -262,15 +262,8 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 			return fmt.Errorf("encoding backfill batch of %s: %w", t.Name, err)
 		}
 		for _, p := range parts {
-			out := batchOut(t.Name, b.Schema.Fingerprint, p.first, p.last, 0, p.rows, p.body)
-			out.Span = startSpan(o.Tracer, out)
-			select {
-			case outs <- out:
-			case <-ctx.Done():
-				if out.Span != nil {
-					out.Span.End()
-				}
-				return ctx.Err()
+			if err := sendOut(ctx, o, outs, batchOut(t.Name, b.Schema.Fingerprint, p.first, p.last, 0, p.rows, p.body)); err != nil {
+				return err
 			}
 		}
 		done.Add(int64(rows))
@@ -351,15 +344,8 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 		if err != nil {
 			return fmt.Errorf("building the clear of %s: %w", t.Name, err)
 		}
-		out := clearOut(t.Name, sc, nil, proto.Position{LSN: snap.LSN(), Seq: 0}, 0, rec)
-		out.Span = startSpan(o.Tracer, out)
-		select {
-		case outs <- out:
-		case <-ctx.Done():
-			if out.Span != nil {
-				out.Span.End()
-			}
-			return ctx.Err()
+		if err := sendOut(ctx, o, outs, clearOut(t.Name, sc, nil, proto.Position{LSN: snap.LSN(), Seq: 0}, 0, rec)); err != nil {
+			return err
 		}
 		o.Metrics.Clears.Inc()
 	}
@@ -378,4 +364,19 @@ func haltBackfill(ctx context.Context, table string, at proto.LSN, o *Options, c
 	o.State.SetHaltedAt(table, at)
 	o.State.SetHalted(table, cause.Error())
 	return nil
+}
+
+// sendOut hands out, with its publish span started, to the backfill's one
+// publisher, or ends the span when ctx ends first.
+func sendOut(ctx context.Context, o *Options, outs chan<- Out, out Out) error {
+	out.Span = startSpan(o.Tracer, out)
+	select {
+	case outs <- out:
+		return nil
+	case <-ctx.Done():
+		if out.Span != nil {
+			out.Span.End()
+		}
+		return ctx.Err()
+	}
 }
