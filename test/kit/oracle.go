@@ -180,7 +180,7 @@ func Latest(ctx context.Context, server string) (uint64, string, error) {
 // to_jsonb(row) (TimeZone UTC) of that tenant's rows. Rows are matched by
 // primary key; values are compared as JSON values (numbers exactly, as
 // rationals; timestamps as instants).
-func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, error) {
+func Check(ctx context.Context, dsn, server string, o CheckOptions) (rep Report, err error) {
 	start := time.Now()
 	if o.Parallel == 0 {
 		o.Parallel = 6
@@ -188,13 +188,25 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (Report, err
 	if o.MaxDiffs == 0 {
 		o.MaxDiffs = 40
 	}
-	rep := Report{ByColumn: map[string]int{}, Examples: map[string][]string{}}
+	rep = Report{ByColumn: map[string]int{}, Examples: map[string][]string{}}
 	if o.Snapshot == 0 {
-		v, through, err := Latest(ctx, server)
-		if err != nil {
-			return rep, err
+		v, through, lerr := Latest(ctx, server)
+		if lerr != nil {
+			return rep, lerr
 		}
 		rep.Snapshot, rep.ThroughLSN = v, through
+		// Pinned while it is read, as a user reading one snapshot for
+		// longer than the retention window must: each tenant's read is a
+		// fresh read, and a pipeline with short retention (the soak's
+		// aggressive lifecycle settings) expires the snapshot mid-check.
+		if _, perr := CLI(ctx, server, "snapshots", "pin", fmt.Sprint(v), "--reason", "oracle check"); perr != nil {
+			return rep, fmt.Errorf("pinning snapshot %d for the check: %w", v, perr)
+		}
+		defer func() {
+			if _, uerr := CLI(context.Background(), server, "snapshots", "unpin", fmt.Sprint(v)); uerr != nil && err == nil {
+				err = fmt.Errorf("unpinning snapshot %d after the check: %w", v, uerr)
+			}
+		}()
 	} else {
 		rep.Snapshot = o.Snapshot
 	}
