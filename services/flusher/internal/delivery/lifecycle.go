@@ -43,6 +43,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
+	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/state"
 	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
@@ -276,7 +277,7 @@ func (m *Manager) startLifecycle(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)):
+		case <-time.After(natsx.Backoff(min(attempt, fetchRetryMaxAttempt+2))):
 		}
 	}
 }

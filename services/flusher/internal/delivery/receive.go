@@ -21,6 +21,9 @@ import (
 const (
 	fetchBatch = 256
 	fetchWait  = 500 * time.Millisecond
+	// fetchRetryMaxAttempt caps a failing fetch's backoff at
+	// natsx.Backoff's fifth step, [0.8 s, 1.6 s).
+	fetchRetryMaxAttempt = 5
 )
 
 // A buffered message costs more heap than its body and column buffers: the
@@ -41,6 +44,7 @@ const (
 func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 	defer close(p.done)
 	paused := false
+	fetchFailures := 0
 	for ctx.Err() == nil {
 		m.mu.Lock()
 		room := m.dc.MaxAckPending - p.held
@@ -96,14 +100,20 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 			if ctx.Err() != nil {
 				return
 			}
-			m.log.Warn("fetching", "partition", p.id, "error", err)
+			// A transient error (a leader election, a reconnect): back off
+			// with jitter, so a partition's fetches do not retry in step,
+			// capped low (fetchRetryMaxAttempt) so a healed stream is read
+			// again within a second or two.
+			fetchFailures++
+			m.log.Warn("fetching", "partition", p.id, "attempt", fetchFailures, "error", err)
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(natsx.Backoff(min(fetchFailures, fetchRetryMaxAttempt))):
 			}
 			continue
 		}
+		fetchFailures = 0
 		// Messages already arrived are received as one group: the cursors
 		// of their new destinations load in one statement.
 		msgs := batch.Messages()
