@@ -277,7 +277,7 @@ func (m *Manager) startLifecycle(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(natsx.Backoff(min(attempt, fetchRetryMaxAttempt+2))):
+		case <-time.After(natsx.Backoff(min(attempt, 7))): // at most [3.2 s, 6.4 s)
 		}
 	}
 }
