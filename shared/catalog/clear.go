@@ -33,7 +33,8 @@ type clearKey struct {
 // the members. A snapshot's membership never changes, so neither does the
 // bound: it is read once per (version, destination, table), remembered,
 // and written as a literal.
-func (c *Catalog) clearPredicate(ctx context.Context, v uint64, destination, table, members string) (string, error) {
+func (c *Catalog) clearPredicate(ctx context.Context, v uint64, destination string, ti TableInfo, members string) (string, error) {
+	table := ti.Name
 	if c.ignoreClears {
 		return ident(proto.ColOp) + " != " + opClear, nil
 	}
@@ -45,7 +46,7 @@ func (c *Catalog) clearPredicate(ctx context.Context, v uint64, destination, tab
 		return pred, nil
 	}
 	q := fmt.Sprintf("SELECT tupleElement(_m, 1), tupleElement(_m, 2), _n FROM (SELECT max(tuple(%s, %s)) AS _m, count() AS _n FROM %s WHERE destination = %s AND %s AND %s = %s)",
-		ident(proto.ColLSN), ident(proto.ColSeq), ident(c.n.rows(table)), quote(destination), members, ident(proto.ColOp), opClear)
+		ident(proto.ColLSN), ident(proto.ColSeq), c.rowsTable(ti), quote(destination), members, ident(proto.ColOp), opClear)
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return "", fmt.Errorf("reading the clears of %s of %s at version %d: %w", table, destination, v, err)
@@ -67,13 +68,13 @@ func (c *Catalog) clearPredicate(ctx context.Context, v uint64, destination, tab
 // once (the latest view): the rows table restricted to where, each row
 // with the bound of its destination's newest clear (_sluice_clear, (0, 0)
 // without one). clearedWhere is the predicate to apply over it.
-func (c *Catalog) clearedRows(table, where string) string {
+func (c *Catalog) clearedRows(ti TableInfo, where string) string {
 	if c.ignoreClears {
-		return "(SELECT * FROM " + ident(c.n.rows(table)) + " WHERE " + where + ")"
+		return "(SELECT * FROM " + c.rowsTable(ti) + " WHERE " + where + ")"
 	}
 	pos := "(" + ident(proto.ColLSN) + ", " + ident(proto.ColSeq) + ")"
 	return fmt.Sprintf("(SELECT *, max(if(%s = %s, %s, (toUInt64(0), toUInt64(0)))) OVER (PARTITION BY destination) AS _sluice_clear FROM %s WHERE %s)",
-		ident(proto.ColOp), opClear, pos, ident(c.n.rows(table)), where)
+		ident(proto.ColOp), opClear, pos, c.rowsTable(ti), where)
 }
 
 // clearedWhere is the predicate over clearedRows: no clear row, nothing

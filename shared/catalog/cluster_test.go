@@ -40,13 +40,13 @@ func TestOnClusterStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	ti := mustInfo(t)
-	if err := c.Register(ctx, ti); err != nil {
+	if _, err := c.Register(ctx, ti); err != nil {
 		t.Fatal(err)
 	}
 	ti2 := ti
 	ti2.Fingerprint = "fp2"
 	ti2.Columns = append(append([]catalog.Column(nil), ti.Columns...), catalog.Column{Name: "added_col", Kind: ti.Columns[len(ti.Columns)-1].Kind})
-	if err := c.Register(ctx, ti2); err != nil {
+	if _, err := c.Register(ctx, ti2); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Drop(ctx); err != nil {

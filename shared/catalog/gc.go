@@ -90,6 +90,7 @@ var gcAfterFiles, gcAfterRows func()
 type gcMember struct {
 	Member
 	path string
+	fp   string // its schema fingerprint: which generation's rows table
 }
 
 // garbageSQL is the garbage members (store_id, pack_id, destination,
@@ -133,7 +134,7 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 	pt := ident(c.n.packs())
 	garbage := c.garbageSQL(grace, o)
 	// The garbage members that still have inventory rows, with their files.
-	res, err := c.conn.Query(ctx, fmt.Sprintf(`SELECT g.store_id, g.pack_id, g.destination, g.table, any(p.path)
+	res, err := c.conn.Query(ctx, fmt.Sprintf(`SELECT g.store_id, g.pack_id, g.destination, g.table, any(p.path), any(p.fingerprint)
 		FROM %[2]s AS g INNER JOIN %[1]s AS p ON p.store_id = g.store_id AND p.pack_id = g.pack_id AND p.destination = g.destination
 		GROUP BY g.store_id, g.pack_id, g.destination, g.table ORDER BY g.store_id, g.pack_id, g.destination LIMIT %[3]d`, pt, garbage, gcMaxMembers))
 	if err != nil {
@@ -142,7 +143,7 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 	var members []gcMember
 	files := map[string]string{} // pack_id -> path, of this store
 	for _, r := range res.Rows {
-		m := gcMember{Member: Member{StoreID: asString(r[0]), PackID: asString(r[1]), Destination: asString(r[2]), Table: asString(r[3])}, path: asString(r[4])}
+		m := gcMember{Member: Member{StoreID: asString(r[0]), PackID: asString(r[1]), Destination: asString(r[2]), Table: asString(r[3])}, path: asString(r[4]), fp: asString(r[5])}
 		if m.StoreID != store.ID() {
 			st.Skipped++
 			continue
@@ -178,11 +179,17 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 		if gcAfterFiles != nil {
 			gcAfterFiles()
 		}
-		// 2. Rows, per table.
+		// 2. Rows, per rows table (a table's generation holds the rows of
+		// its schemas' packs).
 		byTable := map[string][]Member{}
 		var all []Member
 		for _, m := range members {
-			byTable[m.Table] = append(byTable[m.Table], m.Member)
+			ti, err := c.registered(ctx, m.Table, m.fp)
+			if err != nil {
+				return st, fmt.Errorf("collecting garbage: %w", err)
+			}
+			rt := c.rowsTable(ti)
+			byTable[rt] = append(byTable[rt], m.Member)
 			all = append(all, m.Member)
 		}
 		tables := make([]string, 0, len(byTable))
@@ -191,7 +198,7 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 		}
 		sort.Strings(tables)
 		for _, t := range tables {
-			if err := c.conn.Exec(ctx, c.deleteSQL(ident(c.n.rows(t)), "(store_id, pack_id, destination) IN ("+keyTuples(byTable[t])+")")); err != nil {
+			if err := c.conn.Exec(ctx, c.deleteSQL(t, "(store_id, pack_id, destination) IN ("+keyTuples(byTable[t])+")")); err != nil {
 				return st, fmt.Errorf("collecting garbage: deleting rows of %s: %w", t, err)
 			}
 		}

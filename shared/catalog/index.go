@@ -142,9 +142,11 @@ func (c *Catalog) Index(ctx context.Context, store packstore.Store, packs []Pack
 	var indexed []PackRef
 	for _, gk := range order {
 		g := groups[gk]
-		if err := c.Register(ctx, g.ti); err != nil {
+		reg, err := c.Register(ctx, g.ti)
+		if err != nil {
 			return st, fmt.Errorf("indexing packs of %s: %w", g.ti.Name, err)
 		}
+		g.ti.Generation = reg.Generation
 		plan, err := c.insertPlan(g.ti, g.packs[0].Schema, g.packs[0].Meta.IsSegment())
 		plan.settings = insertSettings + c.limits.settingsList()
 		if err != nil {
@@ -295,7 +297,7 @@ func (c *Catalog) insertPlan(ti TableInfo, s *arrow.Schema, segment bool) (inser
 		exprs = append(exprs, "CAST(NULL AS Nullable(Int64))")
 	}
 	return insertPlan{
-		table:     ident(c.n.rows(ti.Name)),
+		table:     c.rowsTable(ti),
 		target:    strings.Join(target, ", "),
 		structure: structure,
 		common:    strings.Join(exprs, ", "),

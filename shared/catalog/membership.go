@@ -196,22 +196,7 @@ func (c *Catalog) tableAt(ctx context.Context, ti TableInfo, v uint64) (TableInf
 	if fp == "" || fp == ti.Fingerprint {
 		return ti, nil
 	}
-	for range 2 {
-		st, err := c.tableState(ctx, ti.Name)
-		if err != nil {
-			return TableInfo{}, err
-		}
-		c.mu.Lock()
-		at, ok := st.infos[fp]
-		c.mu.Unlock()
-		if ok {
-			return at, nil
-		}
-		if err := c.loadTables(ctx, false); err != nil { // registered since the last load
-			return TableInfo{}, err
-		}
-	}
-	return TableInfo{}, fmt.Errorf("%w: %s has packs of schema %s, which the table registry does not hold", ErrBadSchema, ti.Name, fp)
+	return c.registered(ctx, ti.Name, fp)
 }
 
 // newestAt is the newest change among a table's members at a published

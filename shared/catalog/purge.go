@@ -76,14 +76,16 @@ func (c *Catalog) PurgeStatus(ctx context.Context, destination string) (PurgeSta
 		return st, err
 	}
 	c.mu.Lock()
-	tables := make([]string, 0, len(c.tables))
-	for t := range c.tables {
-		tables = append(tables, t)
+	var tables []string // every generation's rows table
+	for t, ts := range c.tables {
+		for g := 1; g <= max(ts.info.Generation, 1); g++ {
+			tables = append(tables, c.n.rowsGen(t, g))
+		}
 	}
 	c.mu.Unlock()
 	sort.Strings(tables)
 	for _, t := range tables {
-		res, err := c.conn.Query(ctx, "SELECT count() FROM "+ident(c.n.rows(t))+" WHERE destination = "+quote(destination))
+		res, err := c.conn.Query(ctx, "SELECT count() FROM "+ident(t)+" WHERE destination = "+quote(destination))
 		if err != nil {
 			return st, fmt.Errorf("reading what remains of %s in %s: %w", destination, t, err)
 		}

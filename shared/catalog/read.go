@@ -136,7 +136,7 @@ func (c *Catalog) published(version uint64) {
 // for each non-key column of ti in order, then the system columns _op,
 // _lsn, _seq, _ct, _store, _pack.
 func (c *Catalog) resolution(ti TableInfo, where string, system bool) string {
-	return c.resolutionFrom(ti, ident(c.n.rows(ti.Name)), where, system)
+	return c.resolutionFrom(ti, c.rowsTable(ti), where, system)
 }
 
 // resolutionFrom is resolution over from (the rows table, or a subquery
@@ -208,7 +208,7 @@ func (c *Catalog) resolutionFrom(ti TableInfo, from, where string, system bool) 
 // snapshot, every destination, with its real column names.
 func (c *Catalog) latestViewSQL(ti TableInfo) string {
 	latest := "(" + c.latestVersionSQL() + ")"
-	inner := c.resolutionFrom(ti, c.clearedRows(ti.Name, c.membership(latest, "", ti.Name)), c.clearedWhere(), true)
+	inner := c.resolutionFrom(ti, c.clearedRows(ti, c.membership(latest, "", ti.Name)), c.clearedWhere(), true)
 	out := []string{"destination"}
 	i := 0
 	for _, col := range ti.Columns {
@@ -272,7 +272,7 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	cleared, err := c.clearPredicate(ctx, v, req.Destination, req.Table, members)
+	cleared, err := c.clearPredicate(ctx, v, req.Destination, ti, members)
 	if err != nil {
 		return Page{}, err
 	}
@@ -291,7 +291,7 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	// The page's key range first: the next Limit distinct keys, read in
 	// primary-key order (the rows table is sorted by destination, key), so
 	// the resolution below aggregates one page, not the destination.
-	kq := "SELECT " + strings.Join(keyCols, ", ") + " FROM " + ident(c.n.rows(ti.Name)) + " WHERE " + where +
+	kq := "SELECT " + strings.Join(keyCols, ", ") + " FROM " + c.rowsTable(ti) + " WHERE " + where +
 		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT 1 BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit)
 	keys, err := c.conn.Query(ctx, kq)
 	if err != nil {

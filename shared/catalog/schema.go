@@ -19,6 +19,10 @@ import (
 
 // SchemaVersion is the catalog schema this build creates and reads. A
 // catalog stamped with any other version is refused, never migrated.
+// Version 8 numbers table generations: a registry row's generation names
+// the rows table its schema's packs are indexed into (rows@<generation>
+// from the second on), opened when a column's kind or the primary key
+// changes (docs/adr/0028-table-generations.md).
 // Version 7 makes membership flat: a snapshot's members are the inventory
 // rows at or below the inventory high-water its watermark row records,
 // minus the members removed (by compaction or purge) at or below it; the
@@ -37,7 +41,7 @@ import (
 // snapshot's membership in its watermark row (an array), so a publish is
 // one INSERT; the manifest is a view over it. Version 2 had a manifest
 // table written by its own statement.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // Options configure a Catalog.
 type Options struct {
@@ -118,7 +122,7 @@ type tableState struct {
 	info    TableInfo
 	fps     map[string]bool      // registered schema fingerprints
 	infos   map[string]TableInfo // by fingerprint (tableAt)
-	columns map[string]proto.Kind
+	columns map[string]proto.Kind // of the newest generation
 }
 
 // New returns a Catalog over conn. Call EnsureSchema before anything else.
@@ -158,6 +162,10 @@ type TableInfo struct {
 	PrimaryKey  []string `json:"primary_key"`
 	Routing     string   `json:"routing,omitempty"`
 	Fingerprint string   `json:"fingerprint"`
+	// Generation numbers the rows table this schema's packs are indexed
+	// into (generationOf): a column's kind or the primary key changing
+	// opens the next one. 1 for the first.
+	Generation int `json:"generation,omitempty"`
 }
 
 // Column returns the column called name.
@@ -314,14 +322,14 @@ func (c *Catalog) check(ctx context.Context, objs map[string]object) error {
 		return c.refuse("catalog with prefix %q is stamped version %d but lacks %s", c.n.prefix, SchemaVersion, strings.Join(missing, ", "))
 	}
 	// Every registered table's rows table must exist.
-	res, err := c.conn.Query(ctx, "SELECT DISTINCT table FROM "+ident(c.n.tables())+" ORDER BY table")
+	res, err := c.conn.Query(ctx, "SELECT DISTINCT table, generation FROM "+ident(c.n.tables())+" ORDER BY table, generation")
 	if err != nil {
 		return fmt.Errorf("reading table registry: %w", err)
 	}
 	for _, r := range res.Rows {
-		t := asString(r[0])
-		if _, ok := objs[c.n.rows(t)]; !ok {
-			missing = append(missing, c.n.rows(t))
+		rt := c.n.rowsGen(asString(r[0]), int(asUint(r[1])))
+		if _, ok := objs[rt]; !ok {
+			missing = append(missing, rt)
 		}
 	}
 	if len(missing) > 0 {
@@ -348,16 +356,18 @@ func (c *Catalog) check(ctx context.Context, objs map[string]object) error {
 	// Inventory without rows: the indexer skips packs in the inventory, so
 	// an inventory that outlived its rows tables would hide those packs
 	// forever.
-	res, err = c.conn.Query(ctx, "SELECT table, count(DISTINCT store_id, pack_id, destination) FROM "+ident(c.n.packs())+" WHERE rows > 0 GROUP BY table ORDER BY table")
+	res, err = c.conn.Query(ctx, "SELECT p.table, ifNull(t.generation, 1), count(DISTINCT p.store_id, p.pack_id, p.destination) FROM "+ident(c.n.packs())+
+		" AS p LEFT JOIN (SELECT table, fingerprint, any(generation) AS generation FROM "+ident(c.n.tables())+" GROUP BY table, fingerprint) AS t ON p.table = t.table AND p.fingerprint = t.fingerprint"+
+		" WHERE p.rows > 0 GROUP BY p.table, ifNull(t.generation, 1) ORDER BY 1, 2 SETTINGS join_use_nulls = 1")
 	if err != nil {
 		return fmt.Errorf("checking inventory: %w", err)
 	}
 	var empty []string
 	for _, r := range res.Rows {
-		t := asString(r[0])
-		o, ok := objs[c.n.rows(t)]
+		rt := c.n.rowsGen(asString(r[0]), int(asUint(r[1])))
+		o, ok := objs[rt]
 		if !ok || o.rows == 0 {
-			empty = append(empty, fmt.Sprintf("%s (%d packs in the inventory)", c.n.rows(t), asUint(r[1])))
+			empty = append(empty, fmt.Sprintf("%s (%d packs in the inventory)", rt, asUint(r[2])))
 		}
 	}
 	if len(empty) > 0 {
@@ -372,7 +382,7 @@ func (c *Catalog) create(ctx context.Context) error {
 		"CREATE TABLE IF NOT EXISTS " + ident(n.stamp()) + " (version UInt32, stamped_at Int64) ENGINE = MergeTree ORDER BY version",
 		"CREATE TABLE IF NOT EXISTS " + ident(n.tables()) + ` (
 			table String, fingerprint String, columns String, primary_key Array(String), routing String,
-			registered_at Int64) ENGINE = ReplacingMergeTree ORDER BY (table, fingerprint)`,
+			registered_at Int64, generation UInt32) ENGINE = ReplacingMergeTree ORDER BY (table, fingerprint)`,
 		// The inventory's sort key starts with the pack (the indexer's
 		// lookups); a read's membership filters one destination, and the
 		// bloom filter on destination lets it skip the granules of other

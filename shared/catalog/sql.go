@@ -41,8 +41,19 @@ func (n names) purges() string    { return n.prefix + "_purges" }
 // it, so versions never repeat across rebuilds (rebuild.go).
 func (n names) versionFloor() string { return n.prefix + "_version_floor" }
 
-// rows is the rows table of a captured table (schema.table).
+// rows is the rows table of a captured table (schema.table), its first
+// generation.
 func (n names) rows(table string) string { return n.prefix + "_rows." + table }
+
+// rowsGen is the rows table of one generation of a captured table: the
+// first is rows(table), a later one rows(table)@<generation> (a table name
+// never holds @, proto.ValidateTable).
+func (n names) rowsGen(table string, gen int) string {
+	if gen <= 1 {
+		return n.rows(table)
+	}
+	return n.rows(table) + "@" + strconv.Itoa(gen)
+}
 
 // latest is the view of a captured table as of the latest snapshot.
 func (n names) latest(table string) string { return n.prefix + "_latest." + table }
