@@ -449,6 +449,19 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	if r.publishHook != nil {
 		opts.Publish = r.publishHook(opts.Publish)
 	}
+	savedKinds, err := loadKinds(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot)
+	if err != nil {
+		return err
+	}
+	opts.Kinds = capture.NewKnownKinds(savedKinds, func(ctx context.Context, table string, k capture.Kinds) error {
+		return saveKinds(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, k)
+	})
+	if err := startKinds(ctx, src, opts.Kinds, savedKinds, list, opts); err != nil {
+		return err
+	}
+	if r.rules.noKnownKinds {
+		opts.Kinds = nil
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { r.pollRetained(gctx, src, list); return nil })

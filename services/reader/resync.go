@@ -83,6 +83,10 @@ func (r *Reader) runResync(ctx context.Context, q *state.Resyncs, src *pgxpool.P
 	m.ResyncsRunning.WithLabelValues(t.Name).Set(1)
 	defer m.ResyncsRunning.WithLabelValues(t.Name).Set(0)
 	halted := r.state.Halted(t.Name) != ""
+	if halted && req.Value != nil {
+		// The halt dropped the changes of every destination.
+		return fmt.Errorf("%w: %s is halted (%s): resync the whole table (sluice resync --table %s)", errResyncFailed, t.Name, r.state.Halted(t.Name), t.Name)
+	}
 	if halted {
 		// What halted it must be fixed first: the table as the source has
 		// it now passes the checks of a start (the message says what to run).

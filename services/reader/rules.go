@@ -17,4 +17,8 @@ type rules struct {
 	// noAutoResync ignores schema changes that rewrite rows without WAL
 	// (capture/schemachange.go): the older rows keep their old values.
 	noAutoResync bool
+	// noKnownKinds compares a Relation message's column kinds only with the
+	// session's previous Relation (capture/kinds.go): a type changed before
+	// the table's first change in a session streams under the new kind.
+	noKnownKinds bool
 }

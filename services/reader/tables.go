@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
+	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -38,7 +39,62 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			reason text NOT NULL,
 			at_lsn text NOT NULL,
 			halted_at timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (slot, source_table))`,
+		`CREATE TABLE IF NOT EXISTS `+s+`.reader_kinds (
+			slot text NOT NULL,
+			source_table text NOT NULL,
+			kinds jsonb NOT NULL,
+			updated_at timestamptz NOT NULL DEFAULT now(),
 			PRIMARY KEY (slot, source_table))`)
+}
+
+// saveKinds records the column kinds the stream carries for table
+// (capture.KnownKinds).
+func saveKinds(ctx context.Context, pool *pgxpool.Pool, schema, slot, table string, k capture.Kinds) error {
+	_, err := pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema, "reader_kinds"}.Sanitize()+` (slot, source_table, kinds)
+		VALUES ($1, $2, $3) ON CONFLICT (slot, source_table) DO UPDATE SET kinds = EXCLUDED.kinds, updated_at = now()`, slot, table, k)
+	return err
+}
+
+// loadKinds returns the column kinds saved for slot's tables.
+func loadKinds(ctx context.Context, pool *pgxpool.Pool, schema, slot string) (map[string]capture.Kinds, error) {
+	rows, err := pool.Query(ctx, `SELECT source_table, kinds FROM `+pgx.Identifier{schema, "reader_kinds"}.Sanitize()+` WHERE slot = $1`, slot)
+	if err != nil {
+		return nil, fmt.Errorf("loading column kinds: %w", err)
+	}
+	out := map[string]capture.Kinds{}
+	for rows.Next() {
+		var t string
+		var k capture.Kinds
+		if err := rows.Scan(&t, &k); err != nil {
+			return nil, fmt.Errorf("loading column kinds: %w", err)
+		}
+		out[t] = k
+	}
+	return out, rows.Err()
+}
+
+// startKinds makes the known kinds of every table that has none saved (a
+// first start) those its columns have now.
+func startKinds(ctx context.Context, src *pgxpool.Pool, known *capture.KnownKinds, saved map[string]capture.Kinds, tables []source.Table, opts *capture.Options) error {
+	for _, t := range tables {
+		if _, ok := saved[t.Name]; ok {
+			continue
+		}
+		pc, err := src.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		sc, err := capture.DescribeSchema(ctx, pc.Conn(), t, opts)
+		pc.Release()
+		if err != nil {
+			return err
+		}
+		if err := known.Note(ctx, sc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func backfillState(ctx context.Context, pool *pgxpool.Pool, schema, slot string) (string, error) {

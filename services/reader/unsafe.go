@@ -26,6 +26,10 @@ const (
 	// high-watermark check off: a chunk's rows that the stream changed
 	// inside its window are published anyway (stale over newer).
 	unsafeNoHighWatermarkEnv = "SLUICE_UNSAFE_NO_HIGH_WATERMARK"
+	// unsafeNoKnownKindsEnv, set to 1, compares column kinds only with the
+	// session's previous Relation message, not with the kinds the stream
+	// carried before (capture/kinds.go).
+	unsafeNoKnownKindsEnv = "SLUICE_UNSAFE_NO_KNOWN_KINDS"
 )
 
 // unsafeRules reads the switches.
@@ -46,6 +50,10 @@ func unsafeRules(log *slog.Logger) rules {
 	if os.Getenv(unsafeNoAutoResyncEnv) == "1" {
 		r.noAutoResync = true
 		log.Warn(unsafeNoAutoResyncEnv + "=1: the reader does not resync a table whose schema change rewrote its rows without WAL, and older rows WILL read stale; for negative-control tests only")
+	}
+	if os.Getenv(unsafeNoKnownKindsEnv) == "1" {
+		r.noKnownKinds = true
+		log.Warn(unsafeNoKnownKindsEnv + "=1: a column type changed before a table's first change in a session is not caught, and the table's older rows WILL vanish from reads; for negative-control tests only")
 	}
 	return r
 }

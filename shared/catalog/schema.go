@@ -120,8 +120,8 @@ type Catalog struct {
 // tableState is what this process knows of a registered table.
 type tableState struct {
 	info    TableInfo
-	fps     map[string]bool      // registered schema fingerprints
-	infos   map[string]TableInfo // by fingerprint (tableAt)
+	fps     map[string]bool       // registered schema fingerprints
+	infos   map[string]TableInfo  // by fingerprint (tableAt)
 	columns map[string]proto.Kind // of the newest generation
 }
 

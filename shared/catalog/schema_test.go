@@ -28,8 +28,11 @@ func TestSchemaRefusals(t *testing.T) {
 		damage []string // statements run on a populated catalog
 		want   string   // in the refusal
 	}{
-		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [7 99]"},
-		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (8, 0)"}, "stamped with schema version [8]"},
+		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [8 99]"},
+		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (9, 0)"}, "stamped with schema version [9]"},
+		// Version 7 had no table generations: its registry rows name no
+		// generation, and one rows table held every schema of a table.
+		{"version 7 stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (7, 0)"}, "stamped with schema version [7]"},
 		// Version 6 listed each snapshot's members in its watermark row and
 		// kept the inventory a ReplacingMergeTree, whose merges may move a
 		// member above the high-water that admitted it.

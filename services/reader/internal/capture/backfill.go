@@ -51,6 +51,11 @@ func Backfill(ctx context.Context, dsn string, snap Snapshot, tables []source.Ta
 		if err != nil {
 			return err
 		}
+		// A copy of the whole table: its kinds are all there is.
+		o.Kinds.Forget(t.Name)
+		if err := o.Kinds.Note(ctx, sc); err != nil {
+			return err
+		}
 		schemas[i] = sc
 		for _, c := range sc.Columns {
 			cols[i] = append(cols[i], pgx.Identifier{c.Name}.Sanitize())

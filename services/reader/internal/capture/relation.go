@@ -94,17 +94,20 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 			return s.halt(ctx, t, "reserved_column", fmt.Errorf("column %s: names starting with %s are reserved", c.Name, proto.SystemPrefix))
 		}
 	}
-	if t.schema != nil {
-		for _, c := range cols {
-			for _, old := range t.schema.Columns {
-				if old.Name == c.Name && old.Kind != c.Kind {
-					if err := s.cut(ctx, t, s.clean); err != nil {
-						return err
-					}
-					return s.halt(ctx, t, "type_changed", fmt.Errorf("%w: %s.%s was %s (%s), is now %s (%s)", ErrTypeChanged, name, c.Name, old.PgType, old.Kind, c.PgType, c.Kind))
-				}
-			}
+	if c, was, changed := s.kindChange(t, cols); changed {
+		if err := s.cut(ctx, t, s.clean); err != nil {
+			return err
 		}
+		if err := s.halt(ctx, t, "type_changed", fmt.Errorf("%w: %s.%s was %s, is now %s (%s); resync the table", ErrTypeChanged, name, c.Name, was, c.Kind, c.PgType)); err != nil {
+			return err
+		}
+		// The resync streams the table again with this Relation.
+		rc := r
+		rc.Columns = slices.Clone(r.Columns)
+		t.pendingRel = &rc
+		return nil
+	}
+	if t.schema != nil {
 		// New or dropped columns: the batch so far keeps its schema.
 		if err := s.cut(ctx, t, s.clean); err != nil {
 			return err
@@ -131,7 +134,34 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		}
 		return s.halt(ctx, t, "generated", fmt.Errorf("%w; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it", err, name))
 	}
+	if err := s.o.Kinds.Note(ctx, sc); err != nil {
+		return err
+	}
 	t.schema, t.relCols, t.gen = sc, slices.Clone(r.Columns), ge
 	t.b = batch.NewBuilder(s.o.Mem, sc, s.o.Append)
 	return nil
+}
+
+// kindChange returns the first column of cols whose kind differs from the
+// one the stream carried for it (KnownKinds; without them, the session's
+// schema of t), with that kind. A resync that makes the halted table
+// stream again (kindsChecked) carries the new kinds.
+func (s *session) kindChange(t *tableState, cols []batch.Column) (batch.Column, proto.Kind, bool) {
+	if t.kindsChecked {
+		return batch.Column{}, "", false
+	}
+	if s.o.Kinds != nil {
+		return s.o.Kinds.Changed(t.info.Name, cols)
+	}
+	if t.schema == nil {
+		return batch.Column{}, "", false
+	}
+	for _, c := range cols {
+		for _, old := range t.schema.Columns {
+			if old.Name == c.Name && old.Kind != c.Kind {
+				return c, old.Kind, true
+			}
+		}
+	}
+	return batch.Column{}, "", false
 }

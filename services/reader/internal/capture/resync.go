@@ -350,6 +350,7 @@ func (s *session) emitResyncClear(ctx context.Context, t *tableState, c *Chunk) 
 func (s *session) unhalt(ctx context.Context, t *tableState) error {
 	s.o.Log.Info("resync: the halted table streams again from the resync's first chunk", "table", t.info.Name)
 	t.halted = false
+	s.o.Kinds.Forget(t.info.Name)
 	if rel := t.pendingRel; rel != nil {
 		// The latest Relation can predate the fix the operator made (a
 		// replica identity set right again sends a new one only with the
@@ -358,8 +359,8 @@ func (s *session) unhalt(ctx context.Context, t *tableState) error {
 		t.pendingRel = nil
 		t.schema, t.relCols = nil, nil
 		t.release()
-		t.identityChecked = true
-		defer func() { t.identityChecked = false }()
+		t.identityChecked, t.kindsChecked = true, true
+		defer func() { t.identityChecked, t.kindsChecked = false, false }()
 		return s.relation(ctx, *rel)
 	}
 	if t.schema != nil && t.b == nil {
@@ -395,6 +396,16 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 	} else if bad && !s.o.Resync.NoHighWatermarkCheckForTest {
 		res.Err = fmt.Errorf("%w: its snapshot does not see transaction %d, committed before its low watermark", ErrChunkRetry, xid)
 		return res, nil
+	}
+	// A column whose kind changed opens the table's next generation in the
+	// catalog, which holds only what is sent from then on: only a copy of
+	// every destination's rows fills it.
+	if col, was, changed := s.o.Kinds.Changed(t.info.Name, sc.Columns); changed && c.Value != nil {
+		res.Err = fmt.Errorf("resync of %s for one routing value: column %s changed kind from %s to %s; resync the whole table (sluice resync --table %s)", t.info.Name, col.Name, was, col.Kind, t.info.Name)
+		return res, nil
+	}
+	if err := s.o.Kinds.Note(ctx, sc); err != nil {
+		return res, err
 	}
 	// The stream's rows of this table before the HW go first.
 	if err := s.cut(ctx, t, s.clean); err != nil {

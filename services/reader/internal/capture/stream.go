@@ -59,7 +59,10 @@ type Options struct {
 	Append  batch.AppendFunc
 	Resolve ColumnResolver
 	Halt    HaltFunc
-	Fetch   FetchFunc
+	// Kinds are the column kinds the stream carried (kinds.go); nil: a
+	// kind is compared only with the session's previous Relation.
+	Kinds *KnownKinds
+	Fetch FetchFunc
 	// DescribeGenerated lists a relation's stored generated columns (on
 	// each Relation message); nil: the table's as described at start.
 	DescribeGenerated func(ctx context.Context, relid uint32) ([]source.Generated, error)
@@ -107,6 +110,9 @@ type tableState struct {
 	// identityChecked: the resync that makes the table stream again checked
 	// its replica identity at the source (pendingRel can predate the fix).
 	identityChecked bool
+	// kindsChecked: likewise for its column kinds, which the resync copies
+	// anew (kinds.go).
+	kindsChecked bool
 }
 
 // session is one replication connection's lifetime.
