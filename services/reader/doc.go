@@ -19,12 +19,15 @@
 // lost its lease.
 //
 // NOTES
-//   - TRUNCATE halts the table (recommended choice of the issue): the reader
-//     cannot fan out tombstones because destinations are unknown to it.
-//     Other tables keep flowing; sluice_reader_table_halted and Status say
-//     why; the halt is persisted so a restart does not silently resume.
-//   - A column whose kind changes halts its table likewise; added, dropped
-//     or same-kind retyped columns switch the table to a new schema
+//   - TRUNCATE is a clear (proto.OpClear) at its position, for every
+//     destination (docs/adr/0024-clear.md), not a halt.
+//   - A column whose kind differs from the kind the stream carried for it
+//     (capture/kinds.go; kept in reader_kinds across restarts) halts its
+//     table; other tables keep flowing, sluice_reader_table_halted and
+//     Status say why, the halt is persisted so a restart does not silently
+//     resume, and a resync of the table recovers it (the catalog's next
+//     table generation, docs/adr/0028-table-generations.md). Added,
+//     dropped or same-kind retyped columns switch the table to a new schema
 //     (new Sluice-Schema fingerprint) after flushing the current batch.
 //   - Backfill: the slot is created with EXPORT_SNAPSHOT; tables are copied
 //     in that snapshot and published as OpInsert at (consistent point - 1,

@@ -43,7 +43,7 @@
 // Objects (prefix p, default "sluice"):
 //
 //	p_schema_version     the stamp, written LAST by EnsureSchema
-//	p_tables             registry: per table and schema fingerprint, columns (kind, pg type), primary key
+//	p_tables             registry: per table and schema fingerprint, columns (kind, pg type), primary key, generation
 //	p_packs              pack inventory, one row per indexed (store_id, pack_id, destination):
 //	                     one per pack, one per destination a segment holds, with
 //	                     persisted block numbers; a plain MergeTree (a copy of a row
@@ -63,6 +63,9 @@
 //	p_snapshot_pins      append-only pin/unpin rows; the newest per version is its state
 //	p_purges             append-only purge requests (requested, done, failed) per destination (purge.go)
 //	p_rows.<schema.table>    per captured table: the rows of every destination
+//	p_rows.<schema.table>@<n>  the same, of the table's generation n >= 2: opened by a
+//	                         schema that changes a column's kind or the primary key
+//	                         (tables.go generationOf, docs/adr/0028-table-generations.md)
 //	p_latest.<schema.table>  view: that table as of the latest published snapshot
 //
 // NOTES

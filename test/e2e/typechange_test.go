@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice/shared/pgtest"
+	"github.com/sluice-cdc/sluice/test/kit"
+)
+
+// typeChangeTable is the type-change tests' table: 3,000 rows over five
+// tenants, v an integer.
+const typeChangeTable = `CREATE TABLE public.tc_items (tenant_id text NOT NULL, id bigint NOT NULL, v int NOT NULL, PRIMARY KEY (tenant_id, id));
+	INSERT INTO public.tc_items SELECT 't' || (g % 5), g, g FROM generate_series(1, 3000) g; ANALYZE public.tc_items;`
+
+// awaitHalt waits until `sluice status` shows table halted, with the
+// command that recovers it.
+func (s *sluice) awaitHalt(table string, timeout time.Duration) string {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out, _ := s.cli("status")
+		if strings.Contains(out, "halted table "+table) {
+			if !strings.Contains(out, "sluice resync --table "+table) {
+				s.t.Errorf("status shows the halt without the command to run:\n%s", out)
+			}
+			return out
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s did not halt:\n%s\n%s", table, out, s.tail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// resyncRecovers runs `sluice resync --table T --wait`, checks the table is
+// no longer halted, changes it some more and compares every tenant's copy
+// with the source.
+func resyncRecovers(ctx context.Context, t *testing.T, src *pg, s *sluice) {
+	t.Helper()
+	out, err := s.cli("resync", "--table", "public.tc_items", "--wait", "--timeout", "5m")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, s.tail())
+	}
+	if st, _ := s.cli("status"); strings.Contains(st, "halted table public.tc_items") {
+		t.Fatalf("still halted after the resync:\n%s", st)
+	}
+	src.exec(`UPDATE public.tc_items SET v = v || '!' WHERE id = 1`)
+	src.exec(`DELETE FROM public.tc_items WHERE id = 2`)
+	src.exec(`INSERT INTO public.tc_items VALUES ('t3', 100002, '77')`)
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatalf("sluice wait after the resync: %v\n%s", err, s.tail())
+	}
+	if rows, diffs := oracle(t, src, s, "public.tc_items", []string{"tenant_id", "id"}); len(diffs) > 0 {
+		t.Fatalf("after the resync, %d rows checked, %d differences:\n%s", rows, len(diffs), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
+	}
+}
+
+// TestTypeChangeHaltsThenResyncRecovers: `ALTER COLUMN v TYPE text USING
+// 'v' || v` rewrites every row without WAL and changes the column's kind.
+// The table's next change, the first of the session, halts it (the kinds
+// the stream carried are remembered, not only the session's last Relation
+// message); changes while it is halted are not carried; one `sluice
+// resync` later the table streams again, under its new kind (the catalog's
+// next table generation), and every tenant's copy equals the source. Its
+// negative control is TestNegativeNoKnownKinds.
+func TestTypeChangeHaltsThenResyncRecovers(t *testing.T) {
+	src := &pg{t: t, dsn: pgtest.NewDB(t)}
+	src.exec(typeChangeTable)
+	s := newSluice(t, src.dsn, []string{"public.tc_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=500")
+	defer artifacts(t, s.dev.Dir)
+	s.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
+	}
+	src.exec(`ALTER TABLE public.tc_items ALTER COLUMN v TYPE text USING 'v' || v`)
+	src.exec(`UPDATE public.tc_items SET v = 'u' || id WHERE id % 11 = 0`)
+	s.awaitHalt("public.tc_items", time.Minute)
+	src.exec(`DELETE FROM public.tc_items WHERE id % 13 = 0`)
+	resyncRecovers(ctx, t, src, s)
+}
+
+// TestTypeChangeWhileDownHalts: the type changes while sluice is down
+// (killed with SIGKILL); the restarted reader compares the table's first
+// Relation message with the kinds it saved, halts the table, and one
+// `sluice resync` recovers it.
+func TestTypeChangeWhileDownHalts(t *testing.T) {
+	src := &pg{t: t, dsn: pgtest.NewDB(t)}
+	src.exec(typeChangeTable)
+	s := newSluice(t, src.dsn, []string{"public.tc_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=500")
+	defer artifacts(t, s.dev.Dir)
+	s.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
+	}
+	src.exec(`UPDATE public.tc_items SET v = -v WHERE id % 7 = 0`) // a Relation in this session
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s.dev.P.Kill()
+	src.exec(`ALTER TABLE public.tc_items ALTER COLUMN v TYPE text USING 'w' || v`)
+	src.exec(`UPDATE public.tc_items SET v = 'u' || id WHERE id % 11 = 0`)
+	s.start()
+	s.awaitHalt("public.tc_items", 2*time.Minute)
+	resyncRecovers(ctx, t, src, s)
+}
