@@ -102,9 +102,10 @@ type Status struct {
 	// above it). A table shown halted without one (dropped at the source)
 	// has no known position.
 	HaltedAt map[string]string `json:"halted_at_lsn,omitempty"`
-	// RecoveredHalts are the halts a resync cleared since this reader
-	// started: the changes the halt dropped are in snapshots through the
-	// resync's end_lsn (sluice wait waits for it).
+	// RecoveredHalts are the latest halt of each table a resync cleared
+	// (persisted in reader_recovered, so a restart keeps them): the changes
+	// the halt dropped are in snapshots through the resync's end_lsn (sluice
+	// wait waits for it).
 	RecoveredHalts map[string]RecoveredHalt `json:"recovered_halts,omitempty"`
 }
 
@@ -389,6 +390,15 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		}
 		r.state.SetHalted(t, reason)
 		r.metrics.Halted.WithLabelValues(t, "persisted").Set(1)
+	}
+	recovered, err := loadRecovered(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot)
+	if err != nil {
+		return err
+	}
+	for t, rh := range recovered {
+		if halts[t] == "" {
+			r.state.SetRecovered(t, rh)
+		}
 	}
 	claim, err := r.claimFunc(ctx)
 	if err != nil {

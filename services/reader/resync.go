@@ -202,7 +202,11 @@ func (r *Reader) runResync(ctx context.Context, q *state.Resyncs, src *pgxpool.P
 			}
 			return errors.New("the replication session restarted during the resync of a halted table: starting over")
 		}
-		if err := clearHalt(ctx, r.deps.State, r.cfg.State.Schema, r.cfg.Source.Slot, t.Name); err != nil {
+		var rec *capture.Recovered
+		if rh, ok := r.state.Snapshot().Recovered[t.Name]; ok {
+			rec = &rh
+		}
+		if err := clearHalt(ctx, r.deps.State, r.cfg.State.Schema, r.cfg.Source.Slot, t.Name, rec); err != nil {
 			return err
 		}
 		for _, reason := range haltReasons {

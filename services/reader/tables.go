@@ -40,6 +40,13 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			at_lsn text NOT NULL,
 			halted_at timestamptz NOT NULL DEFAULT now(),
 			PRIMARY KEY (slot, source_table))`,
+		`CREATE TABLE IF NOT EXISTS `+s+`.reader_recovered (
+			slot text NOT NULL,
+			source_table text NOT NULL,
+			halted_at_lsn text NOT NULL,
+			end_lsn text NOT NULL,
+			recovered_at timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (slot, source_table))`,
 		`CREATE TABLE IF NOT EXISTS `+s+`.reader_kinds (
 			slot text NOT NULL,
 			source_table text NOT NULL,
@@ -125,13 +132,49 @@ func saveHalt(ctx context.Context, pool *pgxpool.Pool, schema, slot, table, reas
 	return err
 }
 
-// clearHalt deletes a table's halt record (a resync completed).
-func clearHalt(ctx context.Context, pool *pgxpool.Pool, schema, slot, table string) error {
-	_, err := pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "reader_halted"}.Sanitize()+` WHERE slot = $1 AND source_table = $2`, slot, table)
+// clearHalt deletes a table's halt record (a resync completed) and, in the
+// same transaction, records the recovered halt (the latest per table), so
+// that a restarted reader still tells `sluice wait` that the changes from
+// the halt on are in a snapshot only once it is through the resync's end.
+func clearHalt(ctx context.Context, pool *pgxpool.Pool, schema, slot, table string, rec *capture.Recovered) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "reader_halted"}.Sanitize()+` WHERE slot = $1 AND source_table = $2`, slot, table); err != nil {
+			return err
+		}
+		if rec == nil {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema, "reader_recovered"}.Sanitize()+` (slot, source_table, halted_at_lsn, end_lsn)
+			VALUES ($1, $2, $3, $4) ON CONFLICT (slot, source_table) DO UPDATE SET halted_at_lsn = EXCLUDED.halted_at_lsn,
+			end_lsn = EXCLUDED.end_lsn, recovered_at = now()`, slot, table, rec.HaltedAt.String(), rec.End.String())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("clearing the halt of %s: %w", table, err)
 	}
 	return nil
+}
+
+// loadRecovered returns the latest recovered halt of each of slot's tables.
+func loadRecovered(ctx context.Context, pool *pgxpool.Pool, schema, slot string) (map[string]capture.Recovered, error) {
+	rows, err := pool.Query(ctx, `SELECT source_table, halted_at_lsn, end_lsn FROM `+pgx.Identifier{schema, "reader_recovered"}.Sanitize()+` WHERE slot = $1`, slot)
+	if err != nil {
+		return nil, fmt.Errorf("loading recovered halts: %w", err)
+	}
+	out := map[string]capture.Recovered{}
+	for rows.Next() {
+		var t, at, end string
+		if err := rows.Scan(&t, &at, &end); err != nil {
+			return nil, fmt.Errorf("loading recovered halts: %w", err)
+		}
+		a, err1 := proto.ParseLSN(at)
+		e, err2 := proto.ParseLSN(end)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out[t] = capture.Recovered{HaltedAt: a, End: e}
+	}
+	return out, rows.Err()
 }
 
 // loadHalts returns the halted tables of slot: the reason of each, and the

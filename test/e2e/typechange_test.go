@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +88,9 @@ func TestTypeChangeHaltsThenResyncRecovers(t *testing.T) {
 // TestTypeChangeWhileDownHalts: the type changes while sluice is down
 // (killed with SIGKILL); the restarted reader compares the table's first
 // Relation message with the kinds it saved, halts the table, and one
-// `sluice resync` recovers it.
+// `sluice resync` recovers it. Killed and started again after that, the
+// reader still lists the recovered halt with the resync's end (what
+// `sluice wait` waits for).
 func TestTypeChangeWhileDownHalts(t *testing.T) {
 	src := &pg{t: t, dsn: pgtest.NewDB(t)}
 	src.exec(typeChangeTable)
@@ -109,4 +112,21 @@ func TestTypeChangeWhileDownHalts(t *testing.T) {
 	s.start()
 	s.awaitHalt("public.tc_items", 2*time.Minute)
 	resyncRecovers(ctx, t, src, s)
+	s.dev.P.Kill()
+	s.start()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := kit.Status(ctx, s.dev.P)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(st)
+		if strings.Contains(string(b), `"recovered_halts":{"public.tc_items":{"end_lsn":"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a restart the reader does not list the recovered halt of public.tc_items:\n%s", b)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

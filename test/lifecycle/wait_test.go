@@ -85,9 +85,9 @@ func TestWaitExitsTwoOnHaltedTable(t *testing.T) {
 	// Halt public.items by a column type change (a TRUNCATE is applied, not
 	// halted: docs/adr/0024-clear.md): its first change after it and every
 	// later one are in no snapshot, while public.notes flows on.
-	// The reader tells a type change against the table's last Relation
-	// message of its session: a change of public.items streamed first (the
-	// rows above may have come by the backfill).
+	// The reader tells a type change against the kinds the stream carried
+	// for the table (services/reader/internal/capture/kinds.go); a change of
+	// public.items streams first all the same.
 	h.exec(`INSERT INTO public.items VALUES ('b', 3, 'y')`)
 	if code, stderr := h.waitExit(h.lsn(), time.Minute); code != 0 {
 		t.Fatalf("wait before the halt exited %d: %s\n%s", code, stderr, dev.Tail())

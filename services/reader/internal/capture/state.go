@@ -129,6 +129,14 @@ func (s *State) ClearHalted(table string, end proto.LSN) {
 	s.mu.Unlock()
 }
 
+// SetRecovered records a halt a resync cleared before this reader started
+// (persisted with the resync).
+func (s *State) SetRecovered(table string, r Recovered) {
+	s.mu.Lock()
+	s.recovered[table] = r
+	s.mu.Unlock()
+}
+
 // Halted returns the halt reason of table, or "".
 func (s *State) Halted(table string) string {
 	s.mu.Lock()
