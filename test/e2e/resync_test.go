@@ -286,38 +286,12 @@ func TestResyncRecoversHalt(t *testing.T) {
 	src.exec(`CREATE UNIQUE INDEX rs_items_id ON public.rs_items (id); ALTER TABLE public.rs_items REPLICA IDENTITY USING INDEX rs_items_id`)
 	src.exec(`UPDATE public.rs_items SET v = -v WHERE id % 11 = 0`)
 	src.exec(`DELETE FROM public.rs_items WHERE id % 13 = 0`)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		out, _ := s.cli("status")
-		if strings.Contains(out, "halted table public.rs_items") {
-			if !strings.Contains(out, "sluice resync --table public.rs_items") {
-				t.Errorf("status shows the halt without the command to run:\n%s", out)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the type change did not halt the table:\n%s\n%s", out, s.tail())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	s.awaitHalt("public.rs_items", time.Minute)
 	src.exec(`INSERT INTO public.rs_items VALUES ('t1', 100001, 7)`)
 	src.exec(`ALTER TABLE public.rs_items REPLICA IDENTITY DEFAULT`)
-	out, err := s.cli("resync", "--table", "public.rs_items", "--wait", "--timeout", "5m")
-	if err != nil {
-		t.Fatalf("%v\n%s\n%s", err, out, s.tail())
-	}
-	st, _ := s.cli("status")
-	if strings.Contains(st, "halted table public.rs_items") {
-		t.Fatalf("still halted after the resync:\n%s", st)
-	}
-	src.exec(`UPDATE public.rs_items SET v = 424242 WHERE id = 1`)
-	src.exec(`DELETE FROM public.rs_items WHERE id = 2`)
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatalf("sluice wait after the resync: %v\n%s", err, s.tail())
-	}
-	if rows, diffs := oracle(t, src, s, "public.rs_items", []string{"tenant_id", "id"}); len(diffs) > 0 {
-		t.Fatalf("after the resync, %d rows checked, %d differences:\n%s", rows, len(diffs), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
-	}
+	resyncRecovers(ctx, t, src, s, "public.rs_items",
+		`UPDATE public.rs_items SET v = 424242 WHERE id = 1`,
+		`DELETE FROM public.rs_items WHERE id = 2`)
 }
 
 // TestResyncWaitOnATerminal: `sluice resync --wait` under a pseudo-terminal

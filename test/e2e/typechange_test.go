@@ -36,27 +36,51 @@ func (s *sluice) awaitHalt(table string, timeout time.Duration) string {
 	}
 }
 
-// resyncRecovers runs `sluice resync --table T --wait`, checks the table is
-// no longer halted, changes it some more and compares every tenant's copy
-// with the source.
-func resyncRecovers(ctx context.Context, t *testing.T, src *pg, s *sluice) {
+// resyncRecovers runs `sluice resync --table T --wait` of a halted table
+// (keyed by tenant_id, id), checks it is no longer halted, runs after (it
+// streams again) and compares every tenant's copy with the source.
+func resyncRecovers(ctx context.Context, t *testing.T, src *pg, s *sluice, table string, after ...string) {
 	t.Helper()
-	out, err := s.cli("resync", "--table", "public.tc_items", "--wait", "--timeout", "5m")
+	out, err := s.cli("resync", "--table", table, "--wait", "--timeout", "5m")
 	if err != nil {
 		t.Fatalf("%v\n%s\n%s", err, out, s.tail())
 	}
-	if st, _ := s.cli("status"); strings.Contains(st, "halted table public.tc_items") {
+	if st, _ := s.cli("status"); strings.Contains(st, "halted table "+table) {
 		t.Fatalf("still halted after the resync:\n%s", st)
 	}
-	src.exec(`UPDATE public.tc_items SET v = v || '!' WHERE id = 1`)
-	src.exec(`DELETE FROM public.tc_items WHERE id = 2`)
-	src.exec(`INSERT INTO public.tc_items VALUES ('t3', 100002, '77')`)
+	for _, q := range after {
+		src.exec(q)
+	}
 	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
 		t.Fatalf("sluice wait after the resync: %v\n%s", err, s.tail())
 	}
-	if rows, diffs := oracle(t, src, s, "public.tc_items", []string{"tenant_id", "id"}); len(diffs) > 0 {
+	if rows, diffs := oracle(t, src, s, table, []string{"tenant_id", "id"}); len(diffs) > 0 {
 		t.Fatalf("after the resync, %d rows checked, %d differences:\n%s", rows, len(diffs), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
+}
+
+// afterTypeChange are the changes made once the type-change tests' table
+// streams again.
+var afterTypeChange = []string{
+	`UPDATE public.tc_items SET v = v || '!' WHERE id = 1`,
+	`DELETE FROM public.tc_items WHERE id = 2`,
+	`INSERT INTO public.tc_items VALUES ('t3', 100002, '77')`,
+}
+
+// liveTypeChangeTable starts `sluice dev` over a new tc_items table and
+// waits until it is live.
+func liveTypeChangeTable(t *testing.T) (*pg, *sluice, context.Context) {
+	src := &pg{t: t, dsn: pgtest.NewDB(t)}
+	src.exec(typeChangeTable)
+	s := newSluice(t, src.dsn, []string{"public.tc_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=500")
+	t.Cleanup(func() { artifacts(t, s.dev.Dir) })
+	s.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
+	}
+	return src, s, ctx
 }
 
 // TestTypeChangeHaltsThenResyncRecovers: `ALTER COLUMN v TYPE text USING
@@ -68,21 +92,12 @@ func resyncRecovers(ctx context.Context, t *testing.T, src *pg, s *sluice) {
 // next table generation), and every tenant's copy equals the source. Its
 // negative control is TestNegativeNoKnownKinds.
 func TestTypeChangeHaltsThenResyncRecovers(t *testing.T) {
-	src := &pg{t: t, dsn: pgtest.NewDB(t)}
-	src.exec(typeChangeTable)
-	s := newSluice(t, src.dsn, []string{"public.tc_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=500")
-	defer artifacts(t, s.dev.Dir)
-	s.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
-	}
+	src, s, ctx := liveTypeChangeTable(t)
 	src.exec(`ALTER TABLE public.tc_items ALTER COLUMN v TYPE text USING 'v' || v`)
 	src.exec(`UPDATE public.tc_items SET v = 'u' || id WHERE id % 11 = 0`)
 	s.awaitHalt("public.tc_items", time.Minute)
 	src.exec(`DELETE FROM public.tc_items WHERE id % 13 = 0`)
-	resyncRecovers(ctx, t, src, s)
+	resyncRecovers(ctx, t, src, s, "public.tc_items", afterTypeChange...)
 }
 
 // TestTypeChangeWhileDownHalts: the type changes while sluice is down
@@ -92,16 +107,7 @@ func TestTypeChangeHaltsThenResyncRecovers(t *testing.T) {
 // reader still lists the recovered halt with the resync's end (what
 // `sluice wait` waits for).
 func TestTypeChangeWhileDownHalts(t *testing.T) {
-	src := &pg{t: t, dsn: pgtest.NewDB(t)}
-	src.exec(typeChangeTable)
-	s := newSluice(t, src.dsn, []string{"public.tc_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=500")
-	defer artifacts(t, s.dev.Dir)
-	s.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
-	}
+	src, s, ctx := liveTypeChangeTable(t)
 	src.exec(`UPDATE public.tc_items SET v = -v WHERE id % 7 = 0`) // a Relation in this session
 	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
 		t.Fatal(err)
@@ -111,7 +117,7 @@ func TestTypeChangeWhileDownHalts(t *testing.T) {
 	src.exec(`UPDATE public.tc_items SET v = 'u' || id WHERE id % 11 = 0`)
 	s.start()
 	s.awaitHalt("public.tc_items", 2*time.Minute)
-	resyncRecovers(ctx, t, src, s)
+	resyncRecovers(ctx, t, src, s, "public.tc_items", afterTypeChange...)
 	s.dev.P.Kill()
 	s.start()
 	deadline := time.Now().Add(time.Minute)
