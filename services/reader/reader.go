@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -474,7 +475,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { r.pollRetained(gctx, src, list); return nil })
+	g.Go(func() error { r.pollRetained(gctx, src, list, opts); return nil })
 	g.Go(func() error {
 		if err := r.prepareSlot(gctx, src, statePool, list, copyOnly, opts); err != nil {
 			return err
@@ -580,7 +581,7 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 	return err
 }
 
-func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool, tables []source.Table) {
+func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool, tables []source.Table, opts *capture.Options) {
 	for {
 		var retained *int64
 		err := src.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, r.cfg.Source.Slot).Scan(&retained)
@@ -588,6 +589,7 @@ func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool, tables []s
 			r.metrics.RetainedBytes.Set(float64(*retained))
 		}
 		r.checkReplaced(ctx, src, tables)
+		r.checkSchemas(ctx, src, tables, opts)
 		every := 10 * time.Second
 		if r.pollEvery > 0 {
 			every = r.pollEvery
@@ -628,6 +630,45 @@ func checkRoutingKind(ctx context.Context, src *pgxpool.Pool, t source.Table) er
 	}
 	return fmt.Errorf("%w: table %s: routing column %s is %s; sluice routes by integer, text, varchar, char, uuid, numeric or enum columns: set source.routing_columns.%s to the column that names the tenant",
 		source.ErrInvalidSource, t.Name, t.Routing, pgType, t.Name)
+}
+
+// checkSchemas is the periodic schema check (capture.CheckSchema) of every
+// streaming table that is not halted: a column added with a default,
+// renamed, or dropped and added again is resynced without waiting for the
+// table's next change to bring a Relation message.
+func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []source.Table, opts *capture.Options) {
+	if opts.AutoResync == nil || r.state.Snapshot().Phase != "streaming" {
+		return
+	}
+	for _, t := range tables {
+		if r.state.Halted(t.Name) != "" {
+			continue
+		}
+		rows, err := src.Query(ctx, `SELECT attname, atttypid::int8, atttypmod FROM pg_catalog.pg_attribute
+			WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum`, t.OID)
+		if err != nil {
+			r.log.Warn("periodic schema check failed", "table", t.Name, "error", err)
+			return
+		}
+		cur, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (pgoutput.Column, error) {
+			var c pgoutput.Column
+			var oid int64
+			err := row.Scan(&c.Name, &oid, &c.TypMod)
+			c.TypeOID = uint32(oid)
+			return c, err
+		})
+		if err != nil || len(cur) == 0 {
+			continue // dropped: checkReplaced shows it
+		}
+		reason, err := capture.CheckSchema(ctx, r.state, t, cur, opts.HasDefault, opts.AutoResync)
+		if err != nil {
+			r.log.Warn("periodic schema check failed", "table", t.Name, "error", err)
+			continue
+		}
+		if reason != "" {
+			r.log.Info("periodic schema check: a schema change rewrote existing rows without WAL; resyncing the table", "table", t.Name, "reason", reason)
+		}
+	}
 }
 
 // checkReplaced marks, in the status, a captured table that was dropped

@@ -54,7 +54,7 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		return nil
 	}
 	if s.o.AutoResync != nil {
-		reason, detail, err := s.schemaChangeReason(ctx, r.ID, t.lastColumns(), r.Columns)
+		reason, detail, err := SchemaChange(ctx, s.o.HasDefault, r.ID, LastColumns(s.o.State, t.info), r.Columns)
 		if err != nil {
 			return err
 		}
@@ -138,6 +138,8 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		return err
 	}
 	t.schema, t.relCols, t.gen = sc, slices.Clone(r.Columns), ge
+	t.schemaGen++
+	s.o.State.SetColumns(name, t.relCols)
 	t.b = batch.NewBuilder(s.o.Mem, sc, s.o.Append)
 	return nil
 }

@@ -203,6 +203,8 @@ type window struct {
 	chunk *Chunk
 	lw    proto.LSN
 	keys  map[string]struct{}
+	// schemaGen is the table's tableState.schemaGen at the LW.
+	schemaGen int
 }
 
 // xidRing holds the xids (and commit positions) of a table's last
@@ -290,7 +292,7 @@ func (s *session) message(ctx context.Context, m pgoutput.Message) error {
 				return err
 			}
 		}
-		t.window = &window{chunk: c, lw: at, keys: map[string]struct{}{}}
+		t.window = &window{chunk: c, lw: at, keys: map[string]struct{}{}, schemaGen: t.schemaGen}
 	case MarkHigh:
 		w := t.window
 		if w == nil || w.chunk != c {
@@ -387,10 +389,19 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 	case sc == nil:
 		res.Err = fmt.Errorf("%w: no rows were handed over before the HW", ErrChunkLost)
 		return res, nil
-	case t.schema != nil && t.schema.Fingerprint != sc.Fingerprint:
+	case t.schema != nil && t.schema.Fingerprint != sc.Fingerprint && t.schemaGen != w.schemaGen:
+		// A Relation inside the window: the stream's schema may be newer
+		// than the snapshot's, or older.
 		res.Err = fmt.Errorf("%w: the schema of %s changed inside the chunk", ErrChunkRetry, t.info.Name)
 		return res, nil
 	}
+	// The chunk's schema differs from the stream's, and the stream's is
+	// from before the LW: the table changed after its last Relation message
+	// and before the chunk's snapshot (a change without WAL, seen by the
+	// periodic check), so that change is below the HW and pgoutput sends a
+	// Relation message before the table's next change. The chunk's schema
+	// is the table's until then (adoptChunkSchema).
+	adopt := t.schema != nil && t.schema.Fingerprint != sc.Fingerprint
 	if xid, bad, err := t.xids.invisibleBefore(w.lw, snap); err != nil {
 		return res, err
 	} else if bad && !s.o.Resync.NoHighWatermarkCheckForTest {
@@ -410,6 +421,12 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 	// The stream's rows of this table before the HW go first.
 	if err := s.cut(ctx, t, s.clean); err != nil {
 		return res, err
+	}
+	if adopt {
+		s.o.Log.Info("resync: the table's schema changed since its last Relation message; the chunk's schema is the table's until the next one", "table", t.info.Name, "fingerprint", sc.Fingerprint)
+		t.release()
+		t.schema, t.relCols = sc, nil
+		t.b = batch.NewBuilder(s.o.Mem, sc, s.o.Append)
 	}
 	b := batch.NewBuilder(s.o.Mem, sc, s.o.Append)
 	defer b.Release()

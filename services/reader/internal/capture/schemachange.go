@@ -34,19 +34,20 @@ type AutoResyncFunc func(ctx context.Context, table, reason, detail string) erro
 // the rows it existed before (a default at ADD COLUMN time).
 type HasDefaultFunc func(ctx context.Context, relid uint32, column string) (bool, error)
 
-// lastColumns are the columns the stream last described for t: its last
-// Relation message's in this session, else the ones the reader described
-// at start (names only; generated columns, which pgoutput does not send,
-// left out). A change made while no session ran and before the table's
-// next change is compared with the start's description; one made while the
-// reader was down, with no Relation message in between, is not seen.
-func (t *tableState) lastColumns() []pgoutput.Column {
-	if t.schema != nil {
-		return t.relCols
+// LastColumns are the columns last described for table: by its last
+// Relation message (State.SetColumns, this process), by the periodic check
+// that found a change the stream has not carried yet (CheckSchema), else
+// the ones the reader described at start (names only; generated columns,
+// which pgoutput does not send, left out). A change made while the reader
+// was down, with no Relation message in between, is compared with the
+// start's description and not seen.
+func LastColumns(st *State, t source.Table) []pgoutput.Column {
+	if cols := st.Columns(t.Name); cols != nil {
+		return cols
 	}
 	var out []pgoutput.Column
-	for _, n := range t.info.Columns {
-		if slices.ContainsFunc(t.info.Generated, func(g source.Generated) bool { return g.Name == n }) {
+	for _, n := range t.Columns {
+		if slices.ContainsFunc(t.Generated, func(g source.Generated) bool { return g.Name == n }) {
 			continue
 		}
 		out = append(out, pgoutput.Column{Name: n})
@@ -54,11 +55,31 @@ func (t *tableState) lastColumns() []pgoutput.Column {
 	return out
 }
 
-// schemaChangeReason compares a Relation message's columns with the ones
-// last seen and names the change that rewrote existing rows without WAL,
-// or "" for none (a column added without a default reads NULL in older
-// rows, as it should; a dropped one disappears from reads).
-func (s *session) schemaChangeReason(ctx context.Context, relid uint32, old, cur []pgoutput.Column) (reason, detail string, err error) {
+// CheckSchema is the periodic check of a table's catalog columns (cur: its
+// live, not generated columns in attnum order, as a Relation message would
+// list them) between Relation messages, which come only with a change of
+// the table: a schema change that rewrote existing rows without WAL is
+// resynced (autoResync) without waiting for one. The columns become the
+// table's last described (State.SetColumns), so the Relation message that
+// comes with its next change does not queue the resync again.
+func CheckSchema(ctx context.Context, st *State, t source.Table, cur []pgoutput.Column, hasDefault HasDefaultFunc, autoResync AutoResyncFunc) (reason string, err error) {
+	reason, detail, err := SchemaChange(ctx, hasDefault, t.OID, LastColumns(st, t), cur)
+	if err != nil || reason == "" {
+		return reason, err
+	}
+	if err := autoResync(ctx, t.Name, reason, detail+" (seen by the periodic schema check)"); err != nil {
+		return reason, err
+	}
+	st.SetColumns(t.Name, cur)
+	return reason, nil
+}
+
+// SchemaChange compares a table's columns (a Relation message's, or the
+// catalog's) with the ones last seen and names the change that rewrote
+// existing rows without WAL, or "" for none (a column added without a
+// default reads NULL in older rows, as it should; a dropped one disappears
+// from reads). hasDefault, when set, tells an added column's default.
+func SchemaChange(ctx context.Context, hasDefault HasDefaultFunc, relid uint32, old, cur []pgoutput.Column) (reason, detail string, err error) {
 	if len(old) == 0 {
 		return "", "", nil
 	}
@@ -101,14 +122,14 @@ func (s *session) schemaChangeReason(ctx context.Context, relid uint32, old, cur
 			}
 		}
 	}
-	if s.o.HasDefault == nil {
+	if hasDefault == nil {
 		return "", "", nil
 	}
 	for _, n := range cn {
 		if slices.Contains(on, n) {
 			continue
 		}
-		ok, err := s.o.HasDefault(ctx, relid, n)
+		ok, err := hasDefault(ctx, relid, n)
 		if err != nil {
 			return "", "", fmt.Errorf("reading the default of added column %s: %w", n, err)
 		}

@@ -6,12 +6,12 @@ import (
 	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
 )
 
-// schemaChangeReason names the WAL-less rewrites of existing rows from two
+// SchemaChange names the WAL-less rewrites of existing rows from two
 // Relation messages' columns: a rename (same place and type, a new name),
 // a column dropped and added again (it moves after a column that followed
 // it); a column added without a default (HasDefault unset here: the
 // catalog query is covered end to end) or dropped is none.
-func TestSchemaChangeReason(t *testing.T) {
+func TestSchemaChange(t *testing.T) {
 	cols := func(spec ...any) []pgoutput.Column {
 		var out []pgoutput.Column
 		for i := 0; i < len(spec); i += 2 {
@@ -35,8 +35,7 @@ func TestSchemaChangeReason(t *testing.T) {
 		{"type changed (a halt, not a resync)", base, cols("tenant_id", 25, "id", 20, "name", 23, "v", 23), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := &session{o: &Options{}}
-			got, detail, err := s.schemaChangeReason(t.Context(), 1, c.old, c.cur)
+			got, detail, err := SchemaChange(t.Context(), nil, 1, c.old, c.cur)
 			if err != nil || got != c.want {
 				t.Errorf("reason %q (%s, %v), want %q", got, detail, err, c.want)
 			}

@@ -2,10 +2,12 @@ package capture
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
 )
 
 // Progress is one table's backfill progress.
@@ -29,6 +31,7 @@ type State struct {
 	backfill  map[string]Progress
 	resyncs   map[string]ResyncProgress
 	recovered map[string]Recovered
+	columns   map[string][]pgoutput.Column // LastColumns
 	lastErr   string
 }
 
@@ -50,7 +53,21 @@ type ResyncProgress struct {
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}, resyncs: map[string]ResyncProgress{}, recovered: map[string]Recovered{}}
+	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}, resyncs: map[string]ResyncProgress{}, recovered: map[string]Recovered{}, columns: map[string][]pgoutput.Column{}}
+}
+
+// SetColumns records the columns last described for table (LastColumns).
+func (s *State) SetColumns(table string, cols []pgoutput.Column) {
+	s.mu.Lock()
+	s.columns[table] = slices.Clone(cols)
+	s.mu.Unlock()
+}
+
+// Columns returns the columns last described for table, or nil.
+func (s *State) Columns(table string) []pgoutput.Column {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.columns[table])
 }
 
 // StateSnapshot is a copy of the state.

@@ -113,6 +113,9 @@ type tableState struct {
 	// kindsChecked: likewise for its column kinds, which the resync copies
 	// anew (kinds.go).
 	kindsChecked bool
+	// schemaGen counts the schemas the session adopted for the table (a
+	// resync window remembers it: resync.go publishChunk).
+	schemaGen int
 }
 
 // session is one replication connection's lifetime.
