@@ -291,11 +291,51 @@ func conform(rec arrow.RecordBatch, target *arrow.Schema) arrow.RecordBatch {
 	return out
 }
 
+// decodedMember is a member file read and decoded once for every
+// destination a compaction takes from it (a segment holds up to hundreds),
+// with its segment entries by destination.
+type decodedMember struct {
+	meta    packstore.PackMeta
+	recs    []arrow.RecordBatch
+	entries map[string]proto.SegmentEntry
+}
+
+func decodeMember(ctx context.Context, store packstore.Store, path string) (*decodedMember, error) {
+	data, err := store.Get(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	meta, recs, err := packstore.DecodePack(data, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	d := &decodedMember{meta: meta, recs: recs}
+	if meta.IsSegment() {
+		entries, err := meta.Entries()
+		if err != nil {
+			d.release()
+			return nil, err
+		}
+		d.entries = make(map[string]proto.SegmentEntry, len(entries))
+		for _, e := range entries {
+			d.entries[e.Destination] = e
+		}
+	}
+	return d, nil
+}
+
+func (d *decodedMember) release() {
+	for _, r := range d.recs {
+		r.Release()
+	}
+}
+
 // destinationRecs returns the batches of one destination of a decoded pack:
 // a per-destination pack's batches as they are; a segment's rows
 // [Lo, Lo+Rows) of the destination's entry, without proto.ColDestination.
 // The caller releases the result.
-func destinationRecs(meta packstore.PackMeta, recs []arrow.RecordBatch, dest string) ([]arrow.RecordBatch, error) {
+func destinationRecs(d *decodedMember, dest string) ([]arrow.RecordBatch, error) {
+	meta, recs := d.meta, d.recs
 	if !meta.IsSegment() {
 		if meta.Destination != dest {
 			return nil, fmt.Errorf("pack %s is of destination %s, not %s", meta.PackID, meta.Destination, dest)
@@ -307,17 +347,8 @@ func destinationRecs(meta packstore.PackMeta, recs []arrow.RecordBatch, dest str
 		}
 		return out, nil
 	}
-	entries, err := meta.Entries()
-	if err != nil {
-		return nil, err
-	}
-	var e *proto.SegmentEntry
-	for i := range entries {
-		if entries[i].Destination == dest {
-			e = &entries[i]
-		}
-	}
-	if e == nil {
+	e, ok := d.entries[dest]
+	if !ok {
 		return nil, fmt.Errorf("segment %s holds no rows of destination %s", meta.PackID, dest)
 	}
 	lo, hi := e.Lo, e.Lo+e.Rows
@@ -381,22 +412,24 @@ func buildCompacted(ctx context.Context, store packstore.Store, table, fp, packI
 	var all []destSrc
 	var ti TableInfo
 	var flat []arrow.RecordBatch
+	decoded := map[string]*decodedMember{}
 	for _, in := range ins {
 		ds := destSrc{dest: in.Destination}
 		for _, p := range in.Paths {
-			data, err := store.Get(ctx, p)
-			if err != nil {
-				return out, fmt.Errorf("compacting %s: %w", table, err)
+			d := decoded[p]
+			if d == nil {
+				var err error
+				if d, err = decodeMember(ctx, store, p); err != nil {
+					return out, fmt.Errorf("compacting %s: %w", table, err)
+				}
+				decoded[p] = d
+				release = append(release, d.recs...)
 			}
-			meta, recs, err := packstore.DecodePack(data, memory.DefaultAllocator)
-			if err != nil {
-				return out, fmt.Errorf("compacting %s: %w", table, err)
-			}
-			release = append(release, recs...)
+			meta, recs := d.meta, d.recs
 			if meta.Table != table || meta.Schema != fp {
 				return out, fmt.Errorf("compacting %s: member %s is of table %s schema %s, not schema %s", table, p, meta.Table, meta.Schema, fp)
 			}
-			dr, err := destinationRecs(meta, recs, in.Destination)
+			dr, err := destinationRecs(d, in.Destination)
 			if err != nil {
 				return out, fmt.Errorf("compacting %s: %w", table, err)
 			}

@@ -268,6 +268,13 @@ func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
 }
 
 func metaFromSchema(s *arrow.Schema) (PackMeta, error) {
+	m, _, err := metaAndEntries(s)
+	return m, err
+}
+
+// metaAndEntries is metaFromSchema, also returning a segment's parsed
+// destination index (nil for a pack).
+func metaAndEntries(s *arrow.Schema) (PackMeta, []proto.SegmentEntry, error) {
 	md := s.Metadata()
 	get := func(k string) (string, error) {
 		v, ok := md.GetValue(k)
@@ -279,10 +286,10 @@ func metaFromSchema(s *arrow.Schema) (PackMeta, error) {
 	var m PackMeta
 	f, err := get(proto.MetaPackFormat)
 	if err != nil {
-		return m, err
+		return m, nil, err
 	}
 	if f != proto.PackFormatVersion && f != proto.SegmentFormatVersion {
-		return m, fmt.Errorf("%w: pack format %q, this build reads %q and %q", ErrCorruptPack, f, proto.PackFormatVersion, proto.SegmentFormatVersion)
+		return m, nil, fmt.Errorf("%w: pack format %q, this build reads %q and %q", ErrCorruptPack, f, proto.PackFormatVersion, proto.SegmentFormatVersion)
 	}
 	segment := f == proto.SegmentFormatVersion
 	for _, kv := range []struct {
@@ -290,7 +297,7 @@ func metaFromSchema(s *arrow.Schema) (PackMeta, error) {
 		v *string
 	}{{proto.MetaPackID, &m.PackID}, {proto.MetaPackStoreID, &m.StoreID}, {proto.MetaPackDestination, &m.Destination}, {proto.MetaPackTable, &m.Table}, {proto.MetaPackSchema, &m.Schema}} {
 		if *kv.v, err = get(kv.k); err != nil {
-			return m, err
+			return m, nil, err
 		}
 	}
 	for _, kv := range []struct {
@@ -299,10 +306,10 @@ func metaFromSchema(s *arrow.Schema) (PackMeta, error) {
 	}{{proto.MetaPackFirst, &m.First}, {proto.MetaPackLast, &m.Last}} {
 		v, err := get(kv.k)
 		if err != nil {
-			return m, err
+			return m, nil, err
 		}
 		if *kv.p, err = proto.ParsePosition(v); err != nil {
-			return m, fmt.Errorf("%w: %s: %v", ErrCorruptPack, kv.k, err)
+			return m, nil, fmt.Errorf("%w: %s: %v", ErrCorruptPack, kv.k, err)
 		}
 	}
 	for _, kv := range []struct {
@@ -311,32 +318,33 @@ func metaFromSchema(s *arrow.Schema) (PackMeta, error) {
 	}{{proto.MetaPackRows, &m.Rows}, {proto.MetaPackTombstones, &m.Tombstones}} {
 		v, err := get(kv.k)
 		if err != nil {
-			return m, err
+			return m, nil, err
 		}
 		if *kv.n, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return m, fmt.Errorf("%w: %s: %v", ErrCorruptPack, kv.k, err)
+			return m, nil, fmt.Errorf("%w: %s: %v", ErrCorruptPack, kv.k, err)
 		}
 	}
 	if err := m.validateIdentity(segment); err != nil {
-		return m, fmt.Errorf("%w: %v", ErrCorruptPack, err)
+		return m, nil, fmt.Errorf("%w: %v", ErrCorruptPack, err)
 	}
 	idx, hasIdx := md.GetValue(proto.MetaPackDestinations)
+	var entries []proto.SegmentEntry
 	switch {
 	case segment && !hasIdx:
-		return m, fmt.Errorf("%w: segment footer lacks %s", ErrCorruptPack, proto.MetaPackDestinations)
+		return m, nil, fmt.Errorf("%w: segment footer lacks %s", ErrCorruptPack, proto.MetaPackDestinations)
 	case segment:
-		if _, err = parseSegmentIndex(m, idx); err != nil {
-			return m, err
+		if entries, err = parseSegmentIndex(m, idx); err != nil {
+			return m, nil, err
 		}
 		m.Index = idx
 	case hasIdx:
-		return m, fmt.Errorf("%w: pack footer has %s", ErrCorruptPack, proto.MetaPackDestinations)
+		return m, nil, fmt.Errorf("%w: pack footer has %s", ErrCorruptPack, proto.MetaPackDestinations)
 	}
 	hasCol := len(s.FieldIndices(proto.ColDestination)) > 0
 	if hasCol != segment {
-		return m, fmt.Errorf("%w: format %s pack with %s column: %v", ErrCorruptPack, f, proto.ColDestination, hasCol)
+		return m, nil, fmt.Errorf("%w: format %s pack with %s column: %v", ErrCorruptPack, f, proto.ColDestination, hasCol)
 	}
-	return m, nil
+	return m, entries, nil
 }
 
 // ReadPackMeta reads only a pack's footer: its metadata and schema (with
@@ -418,7 +426,8 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 	}
 	defer rd.Close()
 	schema = rd.Schema()
-	meta, err = metaFromSchema(schema)
+	var seg segmentCheck
+	meta, seg.entries, err = metaAndEntries(schema)
 	if err != nil {
 		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack: %w", err)
 	}
@@ -426,10 +435,6 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: %w: %v", meta.PackID, ErrCorruptPack, err)
 	}
 	var sum summary
-	var seg segmentCheck
-	if seg.entries, err = meta.Entries(); err != nil {
-		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack: %w", err)
-	}
 	for i := 0; i < rd.NumRecords(); i++ {
 		rec, err := rd.RecordBatchAt(i)
 		if err != nil {
