@@ -195,6 +195,9 @@ func TestAddedTableIsBackfilled(t *testing.T) {
 		rows, _, _ = e.changes()
 		ids := map[string]map[int64]bool{"public.a": {}, "public.b": {}}
 		for _, r := range rows {
+			if r.op == int8(proto.OpClear) {
+				continue // the resync's end clear may already be in
+			}
 			ids[r.table][r.vals["id"].(int64)] = true
 		}
 		if len(ids["public.b"]) < 21 || !ids["public.b"][22] || !ids["public.a"][11] {
@@ -206,6 +209,8 @@ func TestAddedTableIsBackfilled(t *testing.T) {
 	bIDs := map[int64]bool{}
 	for _, r := range rows {
 		switch {
+		case r.op == int8(proto.OpClear):
+			// the resync's end clear of b
 		case r.table == "public.a":
 			aRows++
 		case r.vals["id"] == int64(1):
