@@ -365,7 +365,8 @@ type CompactedSegment struct {
 // buildCompacted reads every member of each input from store, keeps what
 // selectCompacted keeps and encodes it as one segment of table named
 // packID (a proto.SegmentID). Every member must share the schema
-// fingerprint fp.
+// fingerprint fp. A file is read and decoded once however many of the
+// inputs' destinations it holds (a segment is a member of each).
 func buildCompacted(ctx context.Context, store packstore.Store, table, fp, packID string, ins []CompactInput) (CompactedSegment, error) {
 	var out CompactedSegment
 	var release []arrow.RecordBatch
@@ -378,24 +379,35 @@ func buildCompacted(ctx context.Context, store packstore.Store, table, fp, packI
 		dest string
 		srcs []compactSource
 	}
+	type decoded struct {
+		meta packstore.PackMeta
+		recs []arrow.RecordBatch
+	}
+	files := map[string]decoded{}
 	var all []destSrc
 	var ti TableInfo
 	var flat []arrow.RecordBatch
 	for _, in := range ins {
 		ds := destSrc{dest: in.Destination}
 		for _, p := range in.Paths {
-			data, err := store.Get(ctx, p)
-			if err != nil {
-				return out, fmt.Errorf("compacting %s: %w", table, err)
+			f, ok := files[p]
+			if !ok {
+				data, err := store.Get(ctx, p)
+				if err != nil {
+					return out, fmt.Errorf("compacting %s: %w", table, err)
+				}
+				meta, recs, err := packstore.DecodePack(data, memory.DefaultAllocator)
+				if err != nil {
+					return out, fmt.Errorf("compacting %s: %w", table, err)
+				}
+				release = append(release, recs...)
+				if meta.Table != table || meta.Schema != fp {
+					return out, fmt.Errorf("compacting %s: member %s is of table %s schema %s, not schema %s", table, p, meta.Table, meta.Schema, fp)
+				}
+				f = decoded{meta, recs}
+				files[p] = f
 			}
-			meta, recs, err := packstore.DecodePack(data, memory.DefaultAllocator)
-			if err != nil {
-				return out, fmt.Errorf("compacting %s: %w", table, err)
-			}
-			release = append(release, recs...)
-			if meta.Table != table || meta.Schema != fp {
-				return out, fmt.Errorf("compacting %s: member %s is of table %s schema %s, not schema %s", table, p, meta.Table, meta.Schema, fp)
-			}
+			meta, recs := f.meta, f.recs
 			dr, err := destinationRecs(meta, recs, in.Destination)
 			if err != nil {
 				return out, fmt.Errorf("compacting %s: %w", table, err)
