@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
 	"github.com/sluice-cdc/sluice/shared/chtest"
+	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 )
 
@@ -51,7 +52,7 @@ func histEnv(name string, def int) int {
 
 // writeFlush writes one flush: a segment of every tenant holding one
 // version of each of its rows at positions base+i.
-func writeFlush(b *testing.B, store packstore.Store, n int, base uint64) packstore.PackMeta {
+func writeFlush(b testing.TB, store packstore.Store, n int, base uint64) packstore.PackMeta {
 	b.Helper()
 	var parts []packstore.SegmentPart
 	var fp string
@@ -178,8 +179,10 @@ const (
 // segment per flush) for SLUICE_BENCH_HISTORY_FLUSHES flushes (default
 // 1,000: 1,000 versions per key), with SLUICE_BENCH_HISTORY_PUBLISHES
 // publishes per flush (default 10: 10,000 snapshots), written straight
-// through the catalog API; then compaction and GC (retention: the newest
-// 100 snapshots). It prints the page read, status and snapshots costs
+// through the catalog API; then compaction and GC with the production
+// policy (config.Default: compact_min_packs 16, compact_small_bytes 8 MiB,
+// compact_max_bytes 256 MiB; retention: the newest snapshot_retain_min,
+// 100, snapshots). It prints the page read, status and snapshots costs
 // before and after against a fresh catalog of the same live rows, as
 // ratios (each measured beside the fresh catalog's, see measure), and the
 // store's bytes and files against the live data's, and fails when a
@@ -254,10 +257,13 @@ func BenchmarkHistory(b *testing.B) {
 	baseBefore, before := measure(b, fresh, hist)
 	beforeBytes, beforeFiles := storeSize(b, hstore)
 
+	// Compaction and retention with the production defaults (GC's grace
+	// and the retention's age aside: the benchmark does not wait hours).
+	cc := config.Default().Catalog
 	start = time.Now()
 	passes := 0
 	for {
-		st, l, err := hist.Compact(ctx, hl, histTTL, hstore, catalog.CompactPolicy{MinPacks: 16, SmallBytes: 8 << 20, MaxBytes: 1 << 30}, "compact")
+		st, l, err := hist.Compact(ctx, hl, histTTL, hstore, catalog.CompactPolicy{MinPacks: cc.CompactMinPacks, SmallBytes: cc.CompactSmallBytes, MaxBytes: cc.CompactMaxBytes}, "compact")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -269,11 +275,11 @@ func BenchmarkHistory(b *testing.B) {
 	}
 	compacted := time.Since(start)
 	// The pipeline goes on publishing: the retention window (the newest
-	// 100 snapshots) passes the compaction's removals.
-	for range 101 {
+	// snapshot_retain_min snapshots) passes the compaction's removals.
+	for range cc.SnapshotRetainMin + 1 {
 		pub(hist, &hl)
 	}
-	if _, err := hist.AdvanceRetention(ctx, hl, catalog.RetentionPolicy{Retention: time.Microsecond, RetainMin: 100}); err != nil {
+	if _, err := hist.AdvanceRetention(ctx, hl, catalog.RetentionPolicy{Retention: time.Microsecond, RetainMin: cc.SnapshotRetainMin}); err != nil {
 		b.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
