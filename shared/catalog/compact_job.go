@@ -22,9 +22,9 @@ type CompactPolicy struct {
 	// table) with at least two members whose small members add up to
 	// SmallBytes is compacted too.
 	SmallBytes int64
-	// MaxBytes bounds the member bytes one pass reads (at least one
-	// destination is taken whatever its size), so a pass never holds the
-	// engine and the publisher long.
+	// MaxBytes bounds the bytes of the member files one pass reads, each
+	// file counted once (at least one destination is taken whatever its
+	// size), so a pass never holds the engine and the publisher long.
 	MaxBytes int64
 }
 
