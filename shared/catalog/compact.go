@@ -396,7 +396,8 @@ type CompactedSegment struct {
 // buildCompacted reads every member of each input from store, keeps what
 // selectCompacted keeps and encodes it as one segment of table named
 // packID (a proto.SegmentID). Every member must share the schema
-// fingerprint fp.
+// fingerprint fp. A file is read and decoded once however many of the
+// inputs' destinations it holds (a segment is a member of each).
 func buildCompacted(ctx context.Context, store packstore.Store, table, fp, packID string, ins []CompactInput) (CompactedSegment, error) {
 	var out CompactedSegment
 	var release []arrow.RecordBatch

@@ -22,9 +22,9 @@ type CompactPolicy struct {
 	// table) with at least two members whose small members add up to
 	// SmallBytes is compacted too.
 	SmallBytes int64
-	// MaxBytes bounds the member bytes one pass reads (at least one
-	// destination is taken whatever its size), so a pass never holds the
-	// engine and the publisher long.
+	// MaxBytes bounds the bytes of the member files one pass reads, each
+	// file counted once (at least one destination is taken whatever its
+	// size), so a pass never holds the engine and the publisher long.
 	MaxBytes int64
 }
 
@@ -54,7 +54,9 @@ type CompactStats struct {
 type compactCandidate struct {
 	table, fingerprint, destination string
 	members                         int
-	bytes                           int64
+	// files are the bytes of each member file (by pack id): a segment is a
+	// member of every destination it holds, and a pass reads it once.
+	files map[string]int64
 }
 
 // compactCandidates returns the (destination, table)s of the latest
@@ -65,7 +67,7 @@ func (c *Catalog) compactCandidates(ctx context.Context, v uint64, storeID strin
 	if err != nil {
 		return nil, err
 	}
-	q := fmt.Sprintf(`SELECT table, any(fingerprint), destination, count(), sum(b), sumIf(b, b < %[4]d), uniqExact(fingerprint), countIf(store_id != %[3]s)
+	q := fmt.Sprintf(`SELECT table, any(fingerprint), destination, count(), sum(b), sumIf(b, b < %[4]d), uniqExact(fingerprint), countIf(store_id != %[3]s), groupArray((pack_id, b))
 		FROM (SELECT store_id, pack_id, destination, any(table) AS table, any(fingerprint) AS fingerprint, any(bytes) AS b FROM %[1]s WHERE %[2]s GROUP BY store_id, pack_id, destination)
 		GROUP BY table, destination
 		HAVING uniqExact(fingerprint) = 1 AND countIf(store_id != %[3]s) = 0 AND (count() >= %[5]d OR (count() >= 2 AND sumIf(b, b < %[4]d) >= %[4]d))
@@ -80,16 +82,27 @@ func (c *Catalog) compactCandidates(ctx context.Context, v uint64, storeID strin
 	}
 	var out []compactCandidate
 	for _, r := range res.Rows {
-		out = append(out, compactCandidate{table: asString(r[0]), fingerprint: asString(r[1]), destination: asString(r[2]), members: int(asUint(r[3])), bytes: asInt(r[4])})
+		cd := compactCandidate{table: asString(r[0]), fingerprint: asString(r[1]), destination: asString(r[2]), members: int(asUint(r[3])), files: map[string]int64{}}
+		fs, _ := r[8].([]any)
+		for _, f := range fs {
+			if t, ok := f.([]any); ok && len(t) == 2 {
+				cd.files[asString(t[0])] = asInt(t[1])
+			}
+		}
+		if len(cd.files) != cd.members {
+			return nil, fmt.Errorf("choosing what to compact: destination %s of %s lists %d member files for %d members", cd.destination, cd.table, len(cd.files), cd.members)
+		}
+		out = append(out, cd)
 	}
 	return out, nil
 }
 
 // Compact runs one compaction pass: it picks the table with the largest
 // (destination, table) a trigger of p chose, takes every chosen
-// destination of that table and schema up to p.MaxBytes, writes their
-// members at the latest snapshot as one segment (buildCompacted) into
-// store, indexes it, and publishes the replacement (PublishReplace: the
+// destination of that table and schema while the distinct files their
+// members are in add up to at most p.MaxBytes (a segment holding several
+// of them is read once), writes their members at the latest snapshot as
+// one segment (buildCompacted) into store, indexes it, and publishes the replacement (PublishReplace: the
 // lease's fence) that removes exactly those members. writer names the
 // segment's writer (proto.SegmentID). Nothing to do returns a zero
 // CompactStats. The lease as the publish left it is returned.
@@ -111,15 +124,25 @@ func (c *Catalog) Compact(ctx context.Context, l Lease, ttl time.Duration, store
 	first := cands[0]
 	var chosen []string
 	var bytes int64
+	read := map[string]bool{} // the files the chosen destinations' members are in
 	for _, cd := range cands {
 		if cd.table != first.table || cd.fingerprint != first.fingerprint {
 			continue
 		}
-		if len(chosen) > 0 && bytes+cd.bytes > p.MaxBytes {
+		var more int64
+		for id, b := range cd.files {
+			if !read[id] {
+				more += b
+			}
+		}
+		if len(chosen) > 0 && bytes+more > p.MaxBytes {
 			continue
 		}
 		chosen = append(chosen, cd.destination)
-		bytes += cd.bytes
+		bytes += more
+		for id := range cd.files {
+			read[id] = true
+		}
 	}
 	return c.compactDestinations(ctx, l, ttl, store, latest.Version, first.table, first.fingerprint, chosen, nil, nil, writer)
 }

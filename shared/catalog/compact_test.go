@@ -178,3 +178,38 @@ func compactAndCompare(t *testing.T, seed uint64) string {
 	}
 	return compare("after a later pack of older positions", vf, vc)
 }
+
+// A pass's compact_max_bytes counts each file its members are in once: the
+// history benchmark's segments each hold all 20 destinations, so a bound of
+// the bytes of the files is one pass over every destination (counting a
+// segment once per destination, it took one destination a pass).
+func TestCompactionCountsASharedSegmentOnce(t *testing.T) {
+	conn := chtest.Conn(t)
+	store := openStore(t, "s1")
+	c := catalog.New(conn, catalog.Options{Prefix: "shared"})
+	if err := c.EnsureSchema(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var metas []packstore.PackMeta
+	var bytes int64
+	for n := range 3 {
+		m := writeFlush(t, store, n, 1000+uint64(n)*histRows)
+		metas = append(metas, m)
+		data, err := store.Get(t.Context(), m.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytes += int64(len(data))
+	}
+	index(t, c, store, metas...)
+	var l catalog.Lease
+	lpublish(t, c, &l)
+	st, _, err := c.Compact(t.Context(), l, lifeTTL, store, catalog.CompactPolicy{MinPacks: 2, SmallBytes: 1, MaxBytes: bytes}, "compact1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Destinations) != histTenants || st.Files != len(metas) || st.Members != histTenants*len(metas) {
+		t.Fatalf("one pass bounded by the %d bytes of the %d files compacted %d destinations, %d members from %d files; want %d, %d from %d",
+			bytes, len(metas), len(st.Destinations), st.Members, st.Files, histTenants, histTenants*len(metas), len(metas))
+	}
+}

@@ -161,8 +161,9 @@ type Catalog struct {
 	// destination's table whose small members add up to it is compacted
 	// too (default 8 MiB).
 	CompactSmallBytes int64 `yaml:"compact_small_bytes"`
-	// CompactMaxBytes bounds the member bytes one compaction pass reads
-	// (default 256 MiB).
+	// CompactMaxBytes bounds the bytes of the member files one compaction
+	// pass reads, each file counted once however many of the pass's
+	// destinations it holds (default 256 MiB).
 	CompactMaxBytes int64 `yaml:"compact_max_bytes"`
 	// GCInterval: how often the active publisher runs one garbage
 	// collection pass (default 1m).
