@@ -64,11 +64,9 @@ type lifecycleMetrics struct {
 
 func newLifecycleMetrics(reg prometheus.Registerer) *lifecycleMetrics {
 	m := &lifecycleMetrics{
-		retired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_retired_messages_total", Help: "Destination slices of ROUTED messages discarded because their destination is retired."}),
-		heldNaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_held_naks_total", Help: "Destination slices of paused or drained destinations nak'd (with a long delay) because their buffer is full or memory is short."}),
+		retired:  telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_retired_messages_total", Help: "Destination slices of ROUTED messages discarded because their destination is retired."})),
+		heldNaks: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_held_naks_total", Help: "Destination slices of paused or drained destinations nak'd (with a long delay) because their buffer is full or memory is short."})),
 	}
-	m.retired = telemetry.MustRegister(reg, m.retired)
-	m.heldNaks = telemetry.MustRegister(reg, m.heldNaks)
 	return m
 }
 
