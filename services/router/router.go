@@ -222,10 +222,8 @@ func (r *Router) ensureConsumers(ctx context.Context) (changes, replay jetstream
 		if attempt == 1 {
 			r.log.Warn("creating the router consumers failed; retrying with backoff", "error", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !natsx.Sleep(ctx, natsx.Backoff(min(attempt, 6))) {
 			return nil, nil, fmt.Errorf("creating consumers %s on %s and %s on %s: %w", proto.ConsumerRouter, proto.StreamChanges, proto.ConsumerRouterReplay, proto.StreamReplay, ctx.Err())
-		case <-time.After(natsx.Backoff(min(attempt, 6))):
 		}
 	}
 }

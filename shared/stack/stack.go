@@ -175,10 +175,8 @@ func retry(ctx context.Context, budget time.Duration, f func() error) error {
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if !natsx.Sleep(ctx, natsx.Backoff(attempt)) {
 			return ctx.Err()
-		case <-time.After(natsx.Backoff(attempt)):
 		}
 	}
 }

@@ -272,10 +272,8 @@ func (m *Manager) startLifecycle(ctx context.Context) bool {
 		if attempt == 1 {
 			m.log.Warn("loading destination states; retrying before consuming", "error", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !natsx.Sleep(ctx, natsx.Backoff(min(attempt, 7))) { // at most [3.2 s, 6.4 s)
 			return false
-		case <-time.After(natsx.Backoff(min(attempt, 7))): // at most [3.2 s, 6.4 s)
 		}
 	}
 }
