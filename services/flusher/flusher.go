@@ -53,7 +53,7 @@ func New(cfg config.Config, deps Deps) (*Flusher, error) {
 	schema := cfg.State.Schema
 	mgr, err := delivery.New(cfg, delivery.Deps{
 		JS: deps.JS, Store: deps.Store,
-		Cursors: state.NewCursors(deps.Pool, schema), Leases: state.NewLeases(deps.Pool, schema),
+		Cursors: state.TraceCursors(state.NewCursors(deps.Pool, schema), nil), Leases: state.NewLeases(deps.Pool, schema),
 		Log: deps.Log, Metrics: deps.Metrics, ID: deps.ID,
 		States: state.NewDestinationStates(deps.Pool, schema),
 	})
