@@ -127,13 +127,19 @@ func decodeEncoded(name string) (string, error) {
 // delivery.partitions re-maps destinations; do it only with the pipeline
 // drained.
 func Partition(destination string, partitions int) int {
+	return int(Hash64(destination) % uint64(partitions))
+}
+
+// Hash64 is the hash Partition reduces: FNV-1a 64 finalized with murmur3's
+// fmix64. Deterministic across processes and builds.
+func Hash64(s string) uint64 {
 	h := fnv.New64a()
-	h.Write([]byte(destination))
+	h.Write([]byte(s))
 	x := h.Sum64()
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
 	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
-	return int(x % uint64(partitions))
+	return x
 }

@@ -1,11 +1,3 @@
-// Package flusher is the flusher service: a component with Run(ctx) that its
-// own binary (cmd/flusher) and `sluice dev` both call. It owns a fair share
-// of the ROUTED partitions through fenced Postgres leases, buffers each
-// destination's changes, and flushes them as immutable packs; the engine is
-// internal/delivery, resolution internal/resolve.
-//
-// flusher must never ack a ROUTED message before its pack is durable and
-// its destination's cursor is written under the partition lease.
 package flusher
 
 import (
@@ -53,7 +45,7 @@ func New(cfg config.Config, deps Deps) (*Flusher, error) {
 	schema := cfg.State.Schema
 	mgr, err := delivery.New(cfg, delivery.Deps{
 		JS: deps.JS, Store: deps.Store,
-		Cursors: state.NewCursors(deps.Pool, schema), Leases: state.NewLeases(deps.Pool, schema),
+		Cursors: state.TraceCursors(state.NewCursors(deps.Pool, schema), nil), Leases: state.NewLeases(deps.Pool, schema),
 		Log: deps.Log, Metrics: deps.Metrics, ID: deps.ID,
 		States: state.NewDestinationStates(deps.Pool, schema),
 	})

@@ -211,7 +211,7 @@ func (r *Reader) Run(ctx context.Context) error {
 			r.log.Warn("acquiring the reader lease", "error", err)
 		}
 		if !ok {
-			if !sleep(ctx, ttl/3) {
+			if !natsx.Sleep(ctx, ttl/3) {
 				break
 			}
 			continue
@@ -247,7 +247,7 @@ func (r *Reader) Run(ctx context.Context) error {
 			d := natsx.Backoff(attempt)
 			r.state.SetError(err)
 			r.log.Error("capture failed: retrying", "error", err, "retry_in", d.String())
-			if !sleep(ctx, d) {
+			if !natsx.Sleep(ctx, d) {
 				break
 			}
 		}
@@ -268,7 +268,7 @@ func (r *Reader) active(ctx context.Context, pool *pgxpool.Pool, leases *state.L
 	g.Go(func() error {
 		ttl := r.cfg.Reader.LeaseTTL
 		renewed := time.Now()
-		for sleep(gctx, ttl/3) {
+		for natsx.Sleep(gctx, ttl/3) {
 			nl, err := leases.Renew(gctx, l, ttl)
 			if err != nil {
 				if gctx.Err() != nil {
@@ -548,7 +548,7 @@ func (r *Reader) stream(ctx context.Context, src *pgxpool.Pool, opts *capture.Op
 		d := natsx.Backoff(attempt)
 		r.log.Error("replication session ended: restarting from the confirmed LSN", "error", err, "retry_in", d.String())
 		r.state.SetPhase("restarting")
-		if !sleep(ctx, d) {
+		if !natsx.Sleep(ctx, d) {
 			return nil
 		}
 	}
@@ -594,20 +594,9 @@ func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool, tables []s
 		if r.pollEvery > 0 {
 			every = r.pollEvery
 		}
-		if !sleep(ctx, every) {
+		if !natsx.Sleep(ctx, every) {
 			return
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

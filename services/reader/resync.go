@@ -60,13 +60,13 @@ func (r *Reader) resyncLoop(ctx context.Context, src, statePool *pgxpool.Pool, t
 			attempt++
 			d := natsx.Backoff(attempt)
 			r.log.Warn("resync: retrying", "error", err, "retry_in", d.String())
-			if !sleep(ctx, d) {
+			if !natsx.Sleep(ctx, d) {
 				return
 			}
 			continue
 		}
 		attempt = 0
-		if !ok && !sleep(ctx, every) {
+		if !ok && !natsx.Sleep(ctx, every) {
 			return
 		}
 	}
@@ -153,7 +153,7 @@ func (r *Reader) runResync(ctx context.Context, q *state.Resyncs, src *pgxpool.P
 					}
 					lastKey, bound, first, rows, chunks = nil, "", true, 0, 0
 				}
-				if !sleep(ctx, 50*time.Millisecond) {
+				if !natsx.Sleep(ctx, 50*time.Millisecond) {
 					return ctx.Err()
 				}
 				continue
@@ -398,7 +398,7 @@ func (r *Reader) endResync(ctx context.Context, src *pgxpool.Pool, t source.Tabl
 		case res.Err == nil:
 			return res.HW, nil
 		case errors.Is(res.Err, capture.ErrChunkLost):
-			if !sleep(ctx, 50*time.Millisecond) {
+			if !natsx.Sleep(ctx, 50*time.Millisecond) {
 				return 0, ctx.Err()
 			}
 		default:

@@ -70,20 +70,11 @@ type Router struct {
 }
 
 // Status is what the router reports on /api/v1/status and `sluice status`.
+// The handler's counters (route.Stats) are its fields, flattened in JSON.
 type Status struct {
-	Running        bool      `json:"running"`
-	Workers        int       `json:"workers"`
-	Batches        int64     `json:"batches"`
-	Rows           int64     `json:"rows"`
-	Destinations   int       `json:"destinations_seen"`
-	DeadLetters    int64     `json:"dead_letters"`
-	DeadLetterRows int64     `json:"dead_letter_rows"`
-	DroppedRows    int64     `json:"dropped_rows"`
-	Mutations      int64     `json:"routing_mutations"`
-	Published      int64     `json:"published"`
-	RetiredRows    int64     `json:"retired_rows"`
-	LastError      string    `json:"last_error,omitempty"`
-	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
+	Running bool `json:"running"`
+	Workers int  `json:"workers"`
+	route.Stats
 }
 
 // New builds a router from the configuration. It does no I/O.
@@ -222,30 +213,13 @@ func (r *Router) ensureConsumers(ctx context.Context) (changes, replay jetstream
 		if attempt == 1 {
 			r.log.Warn("creating the router consumers failed; retrying with backoff", "error", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !natsx.Sleep(ctx, natsx.Backoff(min(attempt, 6))) {
 			return nil, nil, fmt.Errorf("creating consumers %s on %s and %s on %s: %w", proto.ConsumerRouter, proto.StreamChanges, proto.ConsumerRouterReplay, proto.StreamReplay, ctx.Err())
-		case <-time.After(natsx.Backoff(min(attempt, 6))):
 		}
 	}
 }
 
 // Status reports what the router has done since it started.
 func (r *Router) Status() Status {
-	s := r.h.Stats()
-	return Status{
-		Running:        r.running.Load(),
-		Workers:        max(r.cfg.Router.Workers, 1),
-		Batches:        s.Batches,
-		Rows:           s.Rows,
-		Destinations:   s.Destinations,
-		DeadLetters:    s.DeadLetters,
-		DeadLetterRows: s.DeadLetterRows,
-		DroppedRows:    s.DroppedRows,
-		Mutations:      s.Mutations,
-		Published:      s.Published,
-		RetiredRows:    s.RetiredRows,
-		LastError:      s.LastError,
-		LastErrorAt:    s.LastErrorAt,
-	}
+	return Status{Running: r.running.Load(), Workers: max(r.cfg.Router.Workers, 1), Stats: r.h.Stats()}
 }

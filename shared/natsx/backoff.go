@@ -28,8 +28,10 @@ func Backoff(attempt int) time.Duration {
 	return half + rand.N(d-half)
 }
 
-// sleep waits d or until ctx ends; it reports whether the full d elapsed.
-func sleep(ctx interface{ Done() <-chan struct{} }, d time.Duration) bool {
+// Sleep waits d or until ctx ends; it reports whether the full d elapsed:
+// the wait of every retry and poll loop, `if !natsx.Sleep(ctx,
+// natsx.Backoff(attempt)) { return }`.
+func Sleep(ctx interface{ Done() <-chan struct{} }, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -85,7 +85,7 @@ func Connect(ctx context.Context, cfg config.NATS, url, name string) (*nats.Conn
 		if attempt == 1 {
 			log.Warn("nats not reachable yet, retrying", "error", err)
 		}
-		if !sleep(ctx, Backoff(min(attempt, 6))) {
+		if !Sleep(ctx, Backoff(min(attempt, 6))) {
 			return nil, nil, fmt.Errorf("connecting to NATS at %s: %w (last error: %v)", redact(url), ctx.Err(), err)
 		}
 	}

@@ -111,7 +111,7 @@ func (c *consumer) run(ctx context.Context) {
 			}
 			fetchAttempt++
 			c.fetchFailed(err)
-			if !sleep(ctx, Backoff(min(fetchAttempt, 6))) {
+			if !Sleep(ctx, Backoff(min(fetchAttempt, 6))) {
 				return
 			}
 			continue
@@ -127,7 +127,7 @@ func (c *consumer) run(ctx context.Context) {
 		if berr := FetchErr(batch); berr != nil && ctx.Err() == nil {
 			fetchAttempt++
 			c.fetchFailed(berr)
-			if !sleep(ctx, Backoff(min(fetchAttempt, 6))) {
+			if !Sleep(ctx, Backoff(min(fetchAttempt, 6))) {
 				return
 			}
 			continue

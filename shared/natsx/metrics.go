@@ -21,29 +21,23 @@ type consumeMetrics struct {
 	fetchErrors *prometheus.CounterVec
 }
 
+// newConsumeMetrics registers through telemetry.MustRegister: several
+// consume loops share one registry, and each gets the registered collectors.
 func newConsumeMetrics(reg prometheus.Registerer) *consumeMetrics {
 	m := &consumeMetrics{
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+		messages: telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_consume_messages_total",
 			Help: "Messages handled by a consume loop, by stage and outcome (ack, manual, nak, dlq, term).",
-		}, []string{"stage", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}, []string{"stage", "outcome"})),
+		duration: telemetry.MustRegister(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_consume_handler_duration_seconds",
 			Help:    "Time a consume loop's handler took per message.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"stage"}),
-		fetchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"stage"})),
+		fetchErrors: telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_consume_fetch_errors_total",
 			Help: "Failed fetches of a consume loop, by stage.",
-		}, []string{"stage"}),
+		}, []string{"stage"})),
 	}
-	if reg == nil {
-		return m
-	}
-	// Several consume loops share one registry: each gets the registered
-	// collectors.
-	m.messages = telemetry.MustRegister(reg, m.messages)
-	m.duration = telemetry.MustRegister(reg, m.duration)
-	m.fetchErrors = telemetry.MustRegister(reg, m.fetchErrors)
 	return m
 }

@@ -135,7 +135,7 @@ func PublishSync(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*j
 		if !IsTransientPublishError(err) {
 			return nil, fmt.Errorf("publishing to %s: %w", msg.Subject, err)
 		}
-		if !sleep(ctx, Backoff(attempt)) {
+		if !Sleep(ctx, Backoff(attempt)) {
 			return nil, fmt.Errorf("publishing to %s: %w (last error: %v)", msg.Subject, ctx.Err(), err)
 		}
 	}

@@ -95,7 +95,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg config.Confi
 				slog.Warn("JetStream unavailable: waiting for it to provision the stream (no quorum in the NATS cluster or no leader for the stream)",
 					"stream", sc.Name, "attempt", attempt, "error", err)
 			}
-			if !sleep(ctx, Backoff(min(attempt, 6))) {
+			if !Sleep(ctx, Backoff(min(attempt, 6))) {
 				return fmt.Errorf("ensuring stream %s: %w: %w (gave up after %d attempts)", sc.Name, ErrJetStreamUnavailable, err, attempt)
 			}
 		}

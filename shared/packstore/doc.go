@@ -1,6 +1,6 @@
-// Package packstore owns sluice's packs: the Store port (a local directory
-// today, S3-compatible object storage later), the directory implementation,
-// and the pack file format itself — one Arrow IPC file (zstd) whose footer
+// Package packstore owns sluice's packs: the Store port, its two
+// implementations (DirStore, a local directory; S3Store, S3-compatible
+// object storage), and the pack file format itself — one Arrow IPC file (zstd) whose footer
 // schema metadata carries the proto.MetaPack* keys beside the table's own
 // schema metadata.
 //

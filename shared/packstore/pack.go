@@ -165,6 +165,17 @@ func bodyBytes(recs []arrow.RecordBatch) int {
 	return n
 }
 
+// newFileWriter starts the Arrow IPC file of a pack or a segment in buf:
+// schema, the default allocator, zstd when the batches' bodies reach
+// CompressMinBytes.
+func newFileWriter(buf *bytes.Buffer, schema *arrow.Schema, recs []arrow.RecordBatch) (*ipc.FileWriter, error) {
+	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator)}
+	if bodyBytes(recs) >= CompressMinBytes {
+		opts = append(opts, ipc.WithZstd())
+	}
+	return ipc.NewFileWriter(buf, opts...)
+}
+
 // EncodePack writes recs (one schema) as a pack: an Arrow IPC file,
 // zstd-compressed from CompressMinBytes of column data, whose footer schema metadata holds the table's own
 // schema metadata plus the proto.MetaPack* keys. Rows, Tombstones, First
@@ -243,12 +254,8 @@ func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
 	}
 	schema := arrow.NewSchema(fields, &md)
 
-	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator)}
-	if bodyBytes(recs) >= CompressMinBytes {
-		opts = append(opts, ipc.WithZstd())
-	}
 	var buf bytes.Buffer
-	w, err := ipc.NewFileWriter(&buf, opts...)
+	w, err := newFileWriter(&buf, schema, recs)
 	if err != nil {
 		return nil, fmt.Errorf("encoding pack %s: %w", meta.PackID, err)
 	}

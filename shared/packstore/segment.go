@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluice-cdc/sluice/proto"
@@ -133,12 +132,8 @@ func EncodeSegment(parts []SegmentPart, meta SegmentMeta) (data []byte, entries 
 		arrow.Field{Name: proto.ColDestination, Type: segmentDestinationType})
 	schema := arrow.NewSchema(fields, &md)
 
-	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator)}
-	if bodyBytes(recs) >= CompressMinBytes {
-		opts = append(opts, ipc.WithZstd())
-	}
 	var buf bytes.Buffer
-	w, err := ipc.NewFileWriter(&buf, opts...)
+	w, err := newFileWriter(&buf, schema, recs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
 	}

@@ -1,10 +1,3 @@
-// Package stack assembles what a sluice process runs on: telemetry, the
-// NATS connection (and the embedded server in `sluice dev`), the state
-// database, the catalog connection, the pack store and the HTTP server. The
-// services get their dependencies from here; stack owns their lifetimes and
-// closes them in reverse order.
-//
-// stack must never hold business logic: it opens and closes things.
 package stack
 
 import (
@@ -175,10 +168,8 @@ func retry(ctx context.Context, budget time.Duration, f func() error) error {
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if !natsx.Sleep(ctx, natsx.Backoff(attempt)) {
 			return ctx.Err()
-		case <-time.After(natsx.Backoff(attempt)):
 		}
 	}
 }

@@ -10,8 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-cdc/sluice/proto"
 )
@@ -126,11 +124,6 @@ func (c *Cursors) build() {
 //     over): nothing was written, and the caller must stop flushing the
 //     partition.
 func (c *Cursors) Advance(ctx context.Context, l Lease, destination string, partition int, pos proto.Position) (bool, error) {
-	ctx, span := tracer.Start(ctx, "state.cursor.advance", trace.WithAttributes(
-		attribute.String("sluice.destination", destination),
-		attribute.String("sluice.position", pos.String()),
-		attribute.Int64("sluice.lease.term", l.Term)))
-	defer span.End()
 	if err := proto.ValidateDestination(destination); err != nil {
 		return false, fmt.Errorf("advancing cursor: %w: %v", ErrBadArgument, err)
 	}
@@ -150,7 +143,6 @@ type querier interface {
 }
 
 func (c *Cursors) advance(ctx context.Context, q querier, l Lease, destination string, partition int, pos proto.Position) (bool, error) {
-	span := trace.SpanFromContext(ctx)
 	var ok bool
 	err := q.QueryRow(ctx, c.qAdvance, l.Name, l.Holder, l.Term,
 		destination, partition, int64(pos.LSN), int64(pos.Seq)).Scan(&ok)
@@ -158,7 +150,6 @@ func (c *Cursors) advance(ctx context.Context, q querier, l Lease, destination s
 		return true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		span.RecordError(err)
 		return false, fmt.Errorf("advancing cursor %s to %s: %w", destination, pos, err)
 	}
 	// No row: either the fence failed or the guard refused a stale write.
@@ -169,7 +160,6 @@ func (c *Cursors) advance(ctx context.Context, q querier, l Lease, destination s
 	if !live && !c.noFence {
 		return false, fmt.Errorf("advancing cursor %s to %s under lease %s term %d: %w", destination, pos, l.Name, l.Term, ErrLeaseLost)
 	}
-	span.SetAttributes(attribute.Bool("sluice.cursor.stale", true))
 	return false, nil
 }
 
@@ -201,9 +191,6 @@ type AdvanceResult struct {
 // the batch as a whole (bad arguments, the database): then nothing was
 // written.
 func (c *Cursors) AdvanceMany(ctx context.Context, advs []CursorAdvance) ([]AdvanceResult, error) {
-	ctx, span := tracer.Start(ctx, "state.cursor.advance_many", trace.WithAttributes(
-		attribute.Int("sluice.cursors", len(advs))))
-	defer span.End()
 	seen := make(map[string]bool, len(advs))
 	for _, a := range advs {
 		if err := proto.ValidateDestination(a.Destination); err != nil {
@@ -232,7 +219,6 @@ type multiQuerier interface {
 }
 
 func (c *Cursors) advanceMany(ctx context.Context, q multiQuerier, advs []CursorAdvance) ([]AdvanceResult, error) {
-	span := trace.SpanFromContext(ctx)
 	n := len(advs)
 	lnames, holders, dests := make([]string, n), make([]string, n), make([]string, n)
 	terms, lsns, seqs := make([]int64, n), make([]int64, n), make([]int64, n)
@@ -244,12 +230,10 @@ func (c *Cursors) advanceMany(ctx context.Context, q multiQuerier, advs []Cursor
 	}
 	rows, err := q.Query(ctx, c.qAdvanceMany, lnames, holders, terms, dests, parts, lsns, seqs)
 	if err != nil {
-		span.RecordError(err)
 		return nil, fmt.Errorf("advancing %d cursors: %w", n, err)
 	}
 	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		span.RecordError(err)
 		return nil, fmt.Errorf("advancing %d cursors: %w", n, err)
 	}
 	out := make([]AdvanceResult, n)
@@ -302,9 +286,7 @@ func (c *Cursors) advanceMany(ctx context.Context, q multiQuerier, advs []Cursor
 		}
 		if !live[key{a.Lease.Name, a.Lease.Holder, a.Lease.Term}] && !c.noFence {
 			out[i].Err = fmt.Errorf("advancing cursor %s to %s under lease %s term %d: %w", a.Destination, a.Position, a.Lease.Name, a.Lease.Term, ErrLeaseLost)
-			continue
 		}
-		span.SetAttributes(attribute.Bool("sluice.cursor.stale", true))
 	}
 	return out, nil
 }

@@ -189,11 +189,12 @@ type DestinationCache struct {
 	log    *slog.Logger
 	cur    atomic.Pointer[map[string]DestinationState]
 
-	mu      sync.Mutex // guards version, onChange; serializes Refresh
-	version int64
-	loaded  bool
-	polls   int
-	fns     []func(changed map[string]DestinationState)
+	mu        sync.Mutex // guards version, fns, refreshed; serializes Refresh
+	version   int64
+	loaded    bool
+	polls     int
+	fns       []func(changed map[string]DestinationState)
+	refreshed []func(ctx context.Context)
 }
 
 // fullReloadEvery: every this many polls the cache reloads the whole table
@@ -238,6 +239,16 @@ func (c *DestinationCache) All() map[string]DestinationState {
 func (c *DestinationCache) OnChange(fn func(changed map[string]DestinationState)) {
 	c.mu.Lock()
 	c.fns = append(c.fns, fn)
+	c.mu.Unlock()
+}
+
+// OnRefresh registers fn, called by Run after every refresh that
+// succeeded (changed or not), on the polling goroutine and outside the
+// cache's lock, so fn may write the states (the flusher marks drained
+// destinations: services/flusher delivery lifecycle.go).
+func (c *DestinationCache) OnRefresh(fn func(ctx context.Context)) {
+	c.mu.Lock()
+	c.refreshed = append(c.refreshed, fn)
 	c.mu.Unlock()
 }
 
@@ -296,7 +307,8 @@ func (c *DestinationCache) Refresh(ctx context.Context) error {
 
 // Run refreshes every interval until ctx ends; it returns nil then. A
 // failed refresh is logged once per run of failures and retried on the
-// next tick (the cache keeps the last states it knew).
+// next tick (the cache keeps the last states it knew); after a refresh
+// that succeeded it calls the OnRefresh functions.
 func (c *DestinationCache) Run(ctx context.Context, every time.Duration) error {
 	if every <= 0 {
 		every = time.Second
@@ -313,6 +325,14 @@ func (c *DestinationCache) Run(ctx context.Context, every time.Duration) error {
 		case err == nil && failing:
 			failing = false
 			c.log.Info("polling destination states recovered")
+		}
+		if err == nil {
+			c.mu.Lock()
+			fns := c.refreshed
+			c.mu.Unlock()
+			for _, fn := range fns {
+				fn(ctx)
+			}
 		}
 		select {
 		case <-ctx.Done():

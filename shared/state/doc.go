@@ -23,13 +23,17 @@
 //   - monotonic: ON CONFLICT ... WHERE (lsn, seq) <= EXCLUDED, so a stale or
 //     replayed write never moves a cursor back (advanced=false, no error).
 //
+// TracedCursors (cursor_trace.go) is the tracing decorator the flusher
+// writes its cursors through: a span per Advance and AdvanceMany with the
+// outcome (stale, error); Cursors itself holds no instrumentation.
+//
 // Destination states (destinations.go). An operator-set lifecycle state per
 // destination (active, paused, draining, drained, retired) with a
 // transition table enforced inside one transaction, and a version from a
 // sequence; writers serialize on an advisory lock so versions commit in
 // order and a poller asking for version > last never skips a row.
 // DestinationCache is the pollers' lock-free copy; its Run loop belongs to
-// the caller's goroutine.
+// the caller's goroutine and calls the OnChange and OnRefresh hooks.
 //
 // Migrate creates the schema idempotently; concurrent migrations serialize
 // on an advisory lock. MigrateTables creates a component's own tables (the

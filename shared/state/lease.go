@@ -13,7 +13,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-var tracer = otel.Tracer("github.com/sluice-cdc/sluice/shared/state")
+// TracerName names the spans of this package (lease acquisition, and the
+// cursor writes of TracedCursors).
+const TracerName = "github.com/sluice-cdc/sluice/shared/state"
+
+var tracer = otel.Tracer(TracerName)
 
 // Lease is a held lease as the server recorded it. Expires is by the
 // server's clock: use it for display, and renew on a local timer well inside

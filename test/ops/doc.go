@@ -11,7 +11,10 @@
 // equivalents of its infrastructure (composeproc_test.go says how a
 // container's network and volumes are emulated) and checks the result
 // with the oracle; copies with a misspelt variable, a wrong port and a
-// wrong host each keep a service from coming up.
+// wrong host each keep a service from coming up. docs_test.go checks the
+// docs against the tree the same way: ARCHITECTURE.md's layout lists every
+// package (each with a doc.go), and every name INVARIANTS.md gives exists,
+// each rule of its table naming both its code and its test.
 //
 // ops must never need a Docker engine (none runs on these machines) nor
 // reach the network: it reads files, runs CLIs and builds binaries locally.

@@ -80,12 +80,8 @@ func retry(ctx context.Context, what string, f func() error) error {
 		if attempt == maxAttempts {
 			break
 		}
-		t := time.NewTimer(natsx.Backoff(attempt))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !natsx.Sleep(ctx, natsx.Backoff(attempt)) {
 			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-t.C:
 		}
 	}
 	return fmt.Errorf("%s: giving up after %d attempts: %w", what, maxAttempts, err)

@@ -27,11 +27,9 @@ type idleMetrics struct {
 
 func newIdleMetrics(reg prometheus.Registerer) *idleMetrics {
 	m := &idleMetrics{
-		evicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_destinations_evicted_total", Help: "Idle destinations dropped from the flusher's memory (delivery.idle_evict)."}),
-		loads:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_cursor_loads_total", Help: "Statements loading the cursors of destinations new to the flusher's memory (one per group of fetched messages)."}),
+		evicted: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_destinations_evicted_total", Help: "Idle destinations dropped from the flusher's memory (delivery.idle_evict)."})),
+		loads:   telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_cursor_loads_total", Help: "Statements loading the cursors of destinations new to the flusher's memory (one per group of fetched messages)."})),
 	}
-	m.evicted = telemetry.MustRegister(reg, m.evicted)
-	m.loads = telemetry.MustRegister(reg, m.loads)
 	return m
 }
 

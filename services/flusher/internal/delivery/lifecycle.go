@@ -64,11 +64,9 @@ type lifecycleMetrics struct {
 
 func newLifecycleMetrics(reg prometheus.Registerer) *lifecycleMetrics {
 	m := &lifecycleMetrics{
-		retired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_retired_messages_total", Help: "Destination slices of ROUTED messages discarded because their destination is retired."}),
-		heldNaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_held_naks_total", Help: "Destination slices of paused or drained destinations nak'd (with a long delay) because their buffer is full or memory is short."}),
+		retired:  telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_retired_messages_total", Help: "Destination slices of ROUTED messages discarded because their destination is retired."})),
+		heldNaks: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_flusher_held_naks_total", Help: "Destination slices of paused or drained destinations nak'd (with a long delay) because their buffer is full or memory is short."})),
 	}
-	m.retired = telemetry.MustRegister(reg, m.retired)
-	m.heldNaks = telemetry.MustRegister(reg, m.heldNaks)
 	return m
 }
 
@@ -215,44 +213,27 @@ func (m *Manager) lifecycleTick() []string {
 	return done
 }
 
-// lifecycle polls the states every destinations.state_poll and writes
-// drained for destinations whose drain finished. It returns when ctx ends.
+// lifecycle polls the states every destinations.state_poll (the cache's
+// Run) until ctx ends; after each poll that succeeded, markDrained.
 func (m *Manager) lifecycle(ctx context.Context) {
-	every := m.cfg.Destinations.StatePoll
-	if every <= 0 {
-		every = time.Second
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := m.lc.Refresh(ctx); err != nil {
-			if !failing && ctx.Err() == nil {
-				m.log.Warn("polling destination states", "error", err)
+	_ = m.lc.Run(ctx, m.cfg.Destinations.StatePoll)
+}
+
+// markDrained writes drained for the destinations whose drain finished.
+func (m *Manager) markDrained(ctx context.Context) {
+	for _, name := range m.lifecycleTick() {
+		_, err := m.states.Set(ctx, name, state.Drained, "drained by flusher "+m.id)
+		switch {
+		case err == nil:
+			m.log.Info("destination drained", "destination", name)
+			m.mu.Lock()
+			if d, ok := m.dests[name]; ok && d.lc == state.Draining {
+				d.lc = state.Drained
 			}
-			failing = true
-			continue
-		}
-		failing = false
-		for _, name := range m.lifecycleTick() {
-			_, err := m.states.Set(ctx, name, state.Drained, "drained by flusher "+m.id)
-			switch {
-			case err == nil:
-				m.log.Info("destination drained", "destination", name)
-				m.mu.Lock()
-				if d, ok := m.dests[name]; ok && d.lc == state.Draining {
-					d.lc = state.Drained
-				}
-				m.mu.Unlock()
-			case state.IsRefused(err): // resumed or retired meanwhile
-			case ctx.Err() == nil:
-				m.log.Warn("marking destination drained", "destination", name, "error", err)
-			}
+			m.mu.Unlock()
+		case state.IsRefused(err): // resumed or retired meanwhile
+		case ctx.Err() == nil:
+			m.log.Warn("marking destination drained", "destination", name, "error", err)
 		}
 	}
 }
@@ -266,6 +247,7 @@ func (m *Manager) startLifecycle(ctx context.Context) bool {
 	}
 	m.lc = state.NewDestinationCache(m.states, m.log)
 	m.lc.OnChange(m.applyStates)
+	m.lc.OnRefresh(m.markDrained)
 	for attempt := 1; ; attempt++ {
 		err := m.lc.Refresh(ctx)
 		if err == nil {
@@ -274,10 +256,8 @@ func (m *Manager) startLifecycle(ctx context.Context) bool {
 		if attempt == 1 {
 			m.log.Warn("loading destination states; retrying before consuming", "error", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !natsx.Sleep(ctx, natsx.Backoff(min(attempt, 7))) { // at most [3.2 s, 6.4 s)
 			return false
-		case <-time.After(natsx.Backoff(min(attempt, 7))): // at most [3.2 s, 6.4 s)
 		}
 	}
 }

@@ -106,10 +106,8 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 			// again within a second or two.
 			fetchFailures++
 			m.log.Warn("fetching", "partition", p.id, "attempt", fetchFailures, "error", err)
-			select {
-			case <-ctx.Done():
+			if !natsx.Sleep(ctx, natsx.Backoff(min(fetchFailures, fetchRetryMaxAttempt))) {
 				return
-			case <-time.After(natsx.Backoff(min(fetchFailures, fetchRetryMaxAttempt))):
 			}
 			continue
 		}

@@ -136,6 +136,21 @@ type Row struct {
 	Claims []string
 }
 
+// SetText sets r's values to vals, each a column's text form, a nil one
+// NULL: a row read by a SELECT (the backfill's and a resync's copies),
+// reusing r's slices.
+func (r *Row) SetText(vals [][]byte) {
+	r.Kinds, r.Values = r.Kinds[:0], r.Values[:0]
+	for _, v := range vals {
+		if v == nil {
+			r.Kinds = append(r.Kinds, Null)
+		} else {
+			r.Kinds = append(r.Kinds, Text)
+		}
+		r.Values = append(r.Values, v)
+	}
+}
+
 // Builder accumulates the rows of one table under one schema.
 type Builder struct {
 	Schema *Schema

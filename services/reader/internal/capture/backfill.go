@@ -286,15 +286,7 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 			vals := res.Values()
 			ord++
 			row.Pos = proto.Position{LSN: snap.LSN(), Seq: ord}
-			row.Kinds, row.Values = row.Kinds[:0], row.Values[:0]
-			for _, v := range vals {
-				if v == nil {
-					row.Kinds = append(row.Kinds, batch.Null)
-				} else {
-					row.Kinds = append(row.Kinds, batch.Text)
-				}
-				row.Values = append(row.Values, v)
-			}
+			row.SetText(vals)
 			if pickClaims(o, sc, &row) {
 				// Values carried by reference: the row goes alone, after
 				// the rows before it.

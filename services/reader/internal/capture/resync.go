@@ -465,15 +465,7 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 		}
 		ord++
 		row.Pos = proto.Position{LSN: hw - 1, Seq: ord}
-		row.Kinds, row.Values = row.Kinds[:0], row.Values[:0]
-		for _, v := range vals {
-			if v == nil {
-				row.Kinds = append(row.Kinds, batch.Null)
-			} else {
-				row.Kinds = append(row.Kinds, batch.Text)
-			}
-			row.Values = append(row.Values, v)
-		}
+		row.SetText(vals)
 		if pickClaims(s.o, sc, &row) {
 			if err := writeClaims(ctx, s.o, sc, &row); err != nil {
 				return res, fmt.Errorf("resync of %s: %w", t.info.Name, err)

@@ -1,9 +1,10 @@
 package route
 
 import (
-	"hash/fnv"
 	"math"
 	"math/bits"
+
+	"github.com/sluice-cdc/sluice/proto"
 )
 
 // distinctExact is how many destination names a distinct counter keeps;
@@ -28,22 +29,8 @@ func newDistinct() *distinct {
 	return &distinct{exact: map[string]struct{}{}}
 }
 
-// hash64 is FNV-1a 64 finalized with murmur3's fmix64 (as proto.Partition):
-// deterministic, so the estimate is too.
-func hash64(s string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	x := h.Sum64()
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
-}
-
 func (d *distinct) add(name string) {
-	h := hash64(name)
+	h := proto.Hash64(name)
 	i := h >> (64 - hllBits)
 	rho := uint8(bits.LeadingZeros64(h<<hllBits|1<<(hllBits-1)) + 1)
 	if rho > d.regs[i] {

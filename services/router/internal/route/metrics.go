@@ -31,85 +31,72 @@ type metrics struct {
 	batchSeconds  prometheus.Histogram
 }
 
+// newMetrics registers through telemetry.MustRegister: a collector already
+// registered (a router restarted on the same registry) is the one samples
+// land on.
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+		batches: telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_router_batches_total",
 			Help: "CHANGES messages handled by the router, by outcome (routed, tick, permanent, failed).",
-		}, []string{"outcome"}),
-		rows: prometheus.NewCounter(prometheus.CounterOpts{
+		}, []string{"outcome"})),
+		rows: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_router_rows_total",
 			Help: "Rows routed (every input row of a routed batch: delivered, dead-lettered or dropped).",
-		}),
-		dests: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		dests: telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_router_destinations_per_batch",
 			Help:    "Destinations one input batch was split into.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 9),
-		}),
-		msgsPerBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		msgsPerBatch: telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_router_messages_per_batch",
 			Help:    "ROUTED messages one routed input batch became (one per partition it touched, more when a payload split cut one): bounded by delivery.partitions, not by destinations.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
-		}),
-		mutations: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		mutations: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_router_routing_mutations_total",
 			Help: "Rows that moved between destinations (OpMoveOut rows whose new row routes elsewhere).",
-		}),
-		moveOuts: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		moveOuts: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_router_move_outs_total",
 			Help: "OpMoveOut rows (routing-value or primary-key changes), each routed to its old destination.",
-		}),
-		deadRows: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		deadRows: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_router_dead_letter_rows_total",
 			Help: "Unroutable rows sent to the dead-letter stream.",
-		}),
-		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		deadLetters: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_router_dead_letters_total",
 			Help: "Dead-letter messages of unroutable rows (one per input batch that had any).",
-		}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		dropped: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_router_dropped_rows_total",
 			Help: "Rows of unlisted routing values dropped (destinations.unlisted: drop).",
-		}),
-		published: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		published: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_router_messages_published_total",
 			Help: "ROUTED messages published and acknowledged (duplicates included).",
-		}),
-		retired: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		retired: telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_router_retired_rows_total",
 			Help: "Rows dropped because their destination is retired (sluice destinations retire).",
-		}),
-		splitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		splitSeconds: telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_router_split_duration_seconds",
 			Help:    "Time to split one input batch into per-destination batches.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 3, 12),
-		}),
-		encodeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		encodeSeconds: telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_router_encode_duration_seconds",
 			Help:    "Time to encode every partition's message of one input batch (IPC, in parallel across partitions).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 3, 12),
-		}),
-		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		batchSeconds: telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_router_batch_duration_seconds",
 			Help:    "Time to route one input batch: decode, split, encode, publish and wait for every PubAck.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12),
-		}),
+		})),
 	}
-	// telemetry.MustRegister: a collector already registered (a router
-	// restarted on the same registry) is the one samples land on.
-	m.batches = telemetry.MustRegister(reg, m.batches)
-	m.rows = telemetry.MustRegister(reg, m.rows)
-	m.dests = telemetry.MustRegister(reg, m.dests)
-	m.msgsPerBatch = telemetry.MustRegister(reg, m.msgsPerBatch)
-	m.mutations = telemetry.MustRegister(reg, m.mutations)
-	m.moveOuts = telemetry.MustRegister(reg, m.moveOuts)
-	m.deadRows = telemetry.MustRegister(reg, m.deadRows)
-	m.deadLetters = telemetry.MustRegister(reg, m.deadLetters)
-	m.dropped = telemetry.MustRegister(reg, m.dropped)
-	m.published = telemetry.MustRegister(reg, m.published)
-	m.retired = telemetry.MustRegister(reg, m.retired)
-	m.splitSeconds = telemetry.MustRegister(reg, m.splitSeconds)
-	m.encodeSeconds = telemetry.MustRegister(reg, m.encodeSeconds)
-	m.batchSeconds = telemetry.MustRegister(reg, m.batchSeconds)
 	return m
 }

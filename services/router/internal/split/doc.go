@@ -73,8 +73,8 @@
 //     scatter over 10K runs took 10.7-11.6 ms on 4 KiB pages and 7.7-8.2 ms
 //     on huge pages.
 //   - The routing-value hash pass (~8 ms per 1M int64 rows, ~40 ms per 1M
-//     uuid strings) and the counting sort ran serial before the take; from
-//     32K rows they run chunked across the workers (assign.go). That cuts
+//     uuid strings) and the counting sort run before the take, serially
+//     below 32K rows and chunked across the workers from 32K (assign.go). That cuts
 //     wall time only when a second core is idle: it costs 3-7% more CPU
 //     (every chunk builds its own table of the distinct values), and on
 //     this shared machine under load 11-15 it measured wall x1.03-1.09.

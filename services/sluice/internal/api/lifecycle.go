@@ -57,6 +57,29 @@ var lifecycleActions = map[string]state.DestinationState{
 
 const maxReason = 1024
 
+// readReason reads an optional {"reason": "..."} body (at most 64 KiB, the
+// reason at most maxReason bytes) into reason: the body of a lifecycle
+// POST and of a pin. An empty body is no reason.
+func readReason(r *http.Request, reason *string) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err != nil {
+		return errors.Join(ErrBadRequest, fmt.Errorf("reading the body: %w", err))
+	}
+	if len(body) > 0 {
+		var req struct {
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			return errors.Join(ErrBadRequest, fmt.Errorf("decoding the body (want {\"reason\": \"...\"}): %w", err))
+		}
+		*reason = req.Reason
+	}
+	if len(*reason) > maxReason {
+		return errors.Join(ErrBadRequest, fmt.Errorf("reason is %d bytes, at most %d", len(*reason), maxReason))
+	}
+	return nil
+}
+
 func registerLifecycle(h *httpx.Server, a *handler) {
 	h.Handle("GET /api/v1/destinations/states", http.HandlerFunc(a.lifecycleStates))
 	h.Handle("GET /api/v1/destinations/list", http.HandlerFunc(a.knownDestinations))
@@ -126,19 +149,8 @@ func (a *handler) lifecycleSet(w http.ResponseWriter, r *http.Request, to state.
 		return
 	}
 	var req LifecycleRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("reading the body: %w", err)))
-		return
-	}
-	if len(body) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("decoding the body (want {\"reason\": \"...\"}): %w", err)))
-			return
-		}
-	}
-	if len(req.Reason) > maxReason {
-		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("reason is %d bytes, at most %d", len(req.Reason), maxReason)))
+	if err := readReason(r, &req.Reason); err != nil {
+		a.fail(w, err)
 		return
 	}
 	from, err := a.d.States.Set(r.Context(), name, to, req.Reason)

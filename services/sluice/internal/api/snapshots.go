@@ -21,10 +21,8 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -174,19 +172,8 @@ func (a *handler) pin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req PinRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("reading the body: %w", err)))
-		return
-	}
-	if len(body) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("decoding the body (want {\"reason\": \"...\"}): %w", err)))
-			return
-		}
-	}
-	if len(req.Reason) > maxReason {
-		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("reason is %d bytes, at most %d", len(req.Reason), maxReason)))
+	if err := readReason(r, &req.Reason); err != nil {
+		a.fail(w, err)
 		return
 	}
 	p, err := a.d.Reads.Pin(r.Context(), v, req.Reason)
