@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-cdc/sluice/shared/pgtest"
+	"github.com/sluice-cdc/sluice/shared/state"
 	"github.com/sluice-cdc/sluice/test/kit"
 )
 
@@ -67,12 +69,12 @@ var afterTypeChange = []string{
 	`INSERT INTO public.tc_items VALUES ('t3', 100002, '77')`,
 }
 
-// liveTypeChangeTable starts `sluice dev` over a new tc_items table and
-// waits until it is live.
-func liveTypeChangeTable(t *testing.T) (*pg, *sluice, context.Context) {
+// liveTypeChangeTable starts `sluice dev` over a new tc_items table (resync
+// chunks of chunkRows) and waits until it is live.
+func liveTypeChangeTable(t *testing.T, chunkRows int) (*pg, *sluice, context.Context) {
 	src := &pg{t: t, dsn: pgtest.NewDB(t)}
 	src.exec(typeChangeTable)
-	s := newSluice(t, src.dsn, []string{"public.tc_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=500")
+	s := newSluice(t, src.dsn, []string{"public.tc_items"}, fmt.Sprintf("SLUICE_SOURCE_RESYNC_CHUNK_ROWS=%d", chunkRows))
 	t.Cleanup(func() { artifacts(t, s.dev.Dir) })
 	s.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -92,7 +94,7 @@ func liveTypeChangeTable(t *testing.T) (*pg, *sluice, context.Context) {
 // next table generation), and every tenant's copy equals the source. Its
 // negative control is TestNegativeNoKnownKinds.
 func TestTypeChangeHaltsThenResyncRecovers(t *testing.T) {
-	src, s, ctx := liveTypeChangeTable(t)
+	src, s, ctx := liveTypeChangeTable(t, 500)
 	src.exec(`ALTER TABLE public.tc_items ALTER COLUMN v TYPE text USING 'v' || v`)
 	src.exec(`UPDATE public.tc_items SET v = 'u' || id WHERE id % 11 = 0`)
 	s.awaitHalt("public.tc_items", time.Minute)
@@ -107,7 +109,7 @@ func TestTypeChangeHaltsThenResyncRecovers(t *testing.T) {
 // reader still lists the recovered halt with the resync's end (what
 // `sluice wait` waits for).
 func TestTypeChangeWhileDownHalts(t *testing.T) {
-	src, s, ctx := liveTypeChangeTable(t)
+	src, s, ctx := liveTypeChangeTable(t, 500)
 	src.exec(`UPDATE public.tc_items SET v = -v WHERE id % 7 = 0`) // a Relation in this session
 	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
 		t.Fatal(err)
@@ -134,5 +136,62 @@ func TestTypeChangeWhileDownHalts(t *testing.T) {
 			t.Fatalf("after a restart the reader does not list the recovered halt of public.tc_items:\n%s", b)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestTypeChangeResyncKilled: the resync that recovers a type change is
+// killed with SIGKILL midway (some chunks already in the new generation);
+// the restarted reader finds the table still halted and the resync
+// running, starts it over from its first chunk, and the table ends equal
+// and not halted.
+func TestTypeChangeResyncKilled(t *testing.T) {
+	src, s, ctx := liveTypeChangeTable(t, 100)
+	src.exec(`ALTER TABLE public.tc_items ALTER COLUMN v TYPE bigint USING v * 1000`)
+	src.exec(`UPDATE public.tc_items SET v = -v WHERE id % 11 = 0`)
+	s.awaitHalt("public.tc_items", time.Minute)
+	id := s.startResync("--table", "public.tc_items")
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		r := s.resync(id)
+		if r.State == state.ResyncDone {
+			t.Fatalf("the resync finished before the kill (chunks %d): make the chunks smaller", r.Chunks)
+		}
+		if r.Chunks >= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resync at %d chunks after 3 minutes\n%s", r.Chunks, s.tail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.dev.P.Kill()
+	src.exec(`DELETE FROM public.tc_items WHERE id % 13 = 0`)
+	s.start()
+	deadline = time.Now().Add(5 * time.Minute)
+	for {
+		r := s.resync(id)
+		if r.State == state.ResyncFailed {
+			t.Fatalf("resync failed: %s\n%s", r.Error, s.tail())
+		}
+		if r.State == state.ResyncDone {
+			if _, err := kit.Wait(ctx, s.server, r.EndLSN, 3*time.Minute); err != nil {
+				t.Fatalf("waiting for the resync's end %s: %v\n%s", r.EndLSN, err, s.tail())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resync not done: %+v\n%s", r, s.tail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st, _ := s.cli("status"); strings.Contains(st, "halted table public.tc_items") {
+		t.Fatalf("still halted after the resync:\n%s", st)
+	}
+	src.exec(`UPDATE public.tc_items SET v = v + 1 WHERE id = 1`)
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatalf("sluice wait: %v\n%s", err, s.tail())
+	}
+	if rows, diffs := oracle(t, src, s, "public.tc_items", []string{"tenant_id", "id"}); len(diffs) > 0 {
+		t.Fatalf("after the resync, %d rows checked, %d differences:\n%s", rows, len(diffs), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
 }
