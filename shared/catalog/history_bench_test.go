@@ -112,15 +112,23 @@ type histCosts struct{ page, status, snapshots time.Duration }
 const histRounds = 15
 
 // measure times the three operations on the fresh catalog and on hist,
-// alternating the two round by round so that both see the same load (the
-// machine is shared), and returns each one's medians.
+// alternating the two round by round (and which goes first) so that both
+// see the same load (the machine is shared), and returns each one's
+// medians. Both are new handles (see BenchmarkHistory): every page is the
+// first read of its destination at its version in both, membership and
+// clears included, as a read at the latest snapshot mostly is (a publish a
+// second changes it).
 func measure(b *testing.B, fresh, hist *catalog.Catalog) (base, got histCosts) {
 	b.Helper()
 	ctx := b.Context()
 	pair := func(f func(c *catalog.Catalog)) (time.Duration, time.Duration) {
 		var fs, hs []time.Duration
-		for range histRounds {
-			for _, c := range []*catalog.Catalog{fresh, hist} {
+		for i := range histRounds {
+			order := []*catalog.Catalog{fresh, hist}
+			if i%2 == 1 {
+				order[0], order[1] = hist, fresh
+			}
+			for _, c := range order {
 				start := time.Now()
 				f(c)
 				if c == fresh {
@@ -202,8 +210,11 @@ func BenchmarkHistory(b *testing.B) {
 	perFlush := histEnv("SLUICE_BENCH_HISTORY_PUBLISHES", 10)
 	ctx := b.Context()
 	conn := chtest.Conn(b)
+	// Each catalog's statements are timed apart (-v prints the after
+	// measurement's breakdown).
+	timed := map[string]*timedConn{"fresh": {Conn: conn}, "hist": {Conn: conn}}
 	open := func(prefix string) (*catalog.Catalog, *packstore.DirStore, catalog.Lease) {
-		c := catalog.New(conn, catalog.Options{Prefix: prefix, GCGrace: time.Millisecond})
+		c := catalog.New(timed[prefix], catalog.Options{Prefix: prefix, GCGrace: time.Millisecond})
 		if err := c.EnsureSchema(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -254,7 +265,21 @@ func BenchmarkHistory(b *testing.B) {
 	}
 	b.Logf("history: %d flushes, %d versions per key, %d snapshots, built in %s", flushes, flushes, len(snaps), built.Round(time.Second))
 
-	baseBefore, before := measure(b, fresh, hist)
+	// The catalogs' tables, by their active parts: a statement's cost
+	// grows with the parts it reads.
+	parts := func() [][]any {
+		res, err := conn.Query(ctx, "SELECT table, count(), sum(rows) FROM system.parts WHERE database = currentDatabase() AND active AND (table LIKE 'fresh%' OR table LIKE 'hist%') GROUP BY table ORDER BY table")
+		if err != nil {
+			b.Fatal(err)
+		}
+		return res.Rows
+	}
+	b.Logf("catalog tables before (table, active parts, rows): %v", parts())
+	// The measured handles are new, their caches empty.
+	handle := func(prefix string) *catalog.Catalog {
+		return catalog.New(timed[prefix], catalog.Options{Prefix: prefix, GCGrace: time.Millisecond})
+	}
+	baseBefore, before := measure(b, handle("fresh"), handle("hist"))
 	beforeBytes, beforeFiles := storeSize(b, hstore)
 
 	// Compaction and retention with the production defaults (GC's grace
@@ -296,7 +321,15 @@ func BenchmarkHistory(b *testing.B) {
 		}
 	}
 	collected := time.Since(start)
-	baseAfter, after := measure(b, fresh, hist)
+	for _, tc := range timed {
+		tc.reset()
+	}
+	baseAfter, after := measure(b, handle("fresh"), handle("hist"))
+	if testing.Verbose() {
+		b.Logf("statements of the after measurement, fresh catalog:\n%s", timed["fresh"].summary())
+		b.Logf("statements of the after measurement, history:\n%s", timed["hist"].summary())
+	}
+	b.Logf("catalog tables after (table, active parts, rows): %v", parts())
 	afterBytes, afterFiles := storeSize(b, hstore)
 
 	ratio := func(a, f time.Duration) float64 { return float64(a) / float64(f) }
