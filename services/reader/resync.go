@@ -163,6 +163,13 @@ func (r *Reader) runResync(ctx context.Context, q *state.Resyncs, src *pgxpool.P
 		}
 		if first {
 			bound, firstGen = res.LW.String(), gen
+			if res.Unhalted && !halted && !req.Halted {
+				// The table halted after the resync started and before its
+				// first LW: the stream carries it again from that LW, so
+				// this resync recovers the halt (cleared at its end).
+				r.log.Info("resync: the table halted before the resync's first chunk; the resync recovers it", "id", req.ID, "table", t.Name)
+				halted = true
+			}
 		}
 		if err := q.Chunk(ctx, req.ID, last, bound, int64(res.Published), int64(res.Dropped)); err != nil {
 			return err

@@ -195,3 +195,18 @@ func TestTypeChangeResyncKilled(t *testing.T) {
 		t.Fatalf("after the resync, %d rows checked, %d differences:\n%s", rows, len(diffs), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
 }
+
+// TestTypeChangeWhileDownResyncAtOnce: as TestTypeChangeWhileDownHalts,
+// but `sluice resync` runs as soon as sluice is up again, before the
+// restarted stream has reached the change that halts the table: the
+// resync, started for a table that was not halted, recovers the halt that
+// comes before its first chunk (its end clears it), and `sluice wait`
+// returns. The halt may also come first; the outcome is the same.
+func TestTypeChangeWhileDownResyncAtOnce(t *testing.T) {
+	src, s, ctx := liveTypeChangeTable(t, 500)
+	s.dev.P.Kill()
+	src.exec(`ALTER TABLE public.tc_items ALTER COLUMN v TYPE numeric USING v * 1.5`)
+	src.exec(`UPDATE public.tc_items SET v = -v WHERE id % 11 = 0`)
+	s.start()
+	resyncRecovers(ctx, t, src, s, "public.tc_items", `UPDATE public.tc_items SET v = v + 1 WHERE id < 5`)
+}

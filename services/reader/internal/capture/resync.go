@@ -98,6 +98,10 @@ type ChunkResult struct {
 	LW, HW    proto.LSN // the marks' positions (End: HW is the end mark's)
 	Published int       // rows published
 	Dropped   int       // rows the stream changed inside the window
+	// Unhalted: the table was halted at the first chunk's LW and streams
+	// again from there (also when it halted after the resync started: the
+	// resync then recovers that halt).
+	Unhalted bool
 }
 
 // SetRows hands the chunk's rows (in sc's column order) and the snapshot
@@ -205,6 +209,7 @@ type window struct {
 	keys  map[string]struct{}
 	// schemaGen is the table's tableState.schemaGen at the LW.
 	schemaGen int
+	unhalted  bool // ChunkResult.Unhalted
 }
 
 // xidRing holds the xids (and commit positions) of a table's last
@@ -287,12 +292,16 @@ func (s *session) message(ctx context.Context, m pgoutput.Message) error {
 	}
 	switch mk.Kind {
 	case MarkLow:
-		if c.First && t.halted {
+		// Only a resync of every destination makes a halted table stream
+		// again (the halt dropped every destination's changes); a scoped
+		// chunk of a halted table fails at its HW.
+		unhalted := c.First && t.halted && c.Value == nil
+		if unhalted {
 			if err := s.unhalt(ctx, t); err != nil {
 				return err
 			}
 		}
-		t.window = &window{chunk: c, lw: at, keys: map[string]struct{}{}, schemaGen: t.schemaGen}
+		t.window = &window{chunk: c, lw: at, keys: map[string]struct{}{}, schemaGen: t.schemaGen, unhalted: unhalted}
 	case MarkHigh:
 		w := t.window
 		if w == nil || w.chunk != c {
@@ -381,7 +390,7 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 	sc, rows, snap := c.schema, c.rows, c.snap
 	c.rows = nil
 	c.mu.Unlock()
-	res := ChunkResult{LW: w.lw, HW: hw}
+	res := ChunkResult{LW: w.lw, HW: hw, Unhalted: w.unhalted}
 	switch {
 	case t.halted:
 		res.Err = fmt.Errorf("resync of %s: the table halted: %s", t.info.Name, s.o.State.Halted(t.info.Name))
