@@ -110,7 +110,7 @@ func TestTypeChangeHaltsThenResyncRecovers(t *testing.T) {
 // `sluice wait` waits for).
 func TestTypeChangeWhileDownHalts(t *testing.T) {
 	src, s, ctx := liveTypeChangeTable(t, 500)
-	src.exec(`UPDATE public.tc_items SET v = -v WHERE id % 7 = 0`) // a Relation in this session
+	src.exec(`UPDATE public.tc_items SET v = -v WHERE id % 7 = 0`) // the stream describes the table before the kill
 	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
