@@ -97,22 +97,40 @@ func summarize(recs []arrow.RecordBatch) (summary, error) {
 
 // add counts rec's rows into s.
 func (s *summary) add(rec arrow.RecordBatch) error {
+	c, err := systemColumns(rec)
+	if err != nil {
+		return err
+	}
+	c.addRows(s, 0, rec.NumRows())
+	return nil
+}
+
+// sysCols are the system columns a summary reads.
+type sysCols struct {
+	op       *array.Int8
+	lsn, seq *array.Uint64
+}
+
+func systemColumns(rec arrow.RecordBatch) (sysCols, error) {
 	sc := rec.Schema()
 	opI, lsnI, seqI := sc.FieldIndices(proto.ColOp), sc.FieldIndices(proto.ColLSN), sc.FieldIndices(proto.ColSeq)
 	if len(opI) != 1 || len(lsnI) != 1 || len(seqI) != 1 {
-		return fmt.Errorf("%w: rows lack the system columns %s, %s, %s", ErrBadPackMeta, proto.ColOp, proto.ColLSN, proto.ColSeq)
+		return sysCols{}, fmt.Errorf("%w: rows lack the system columns %s, %s, %s", ErrBadPackMeta, proto.ColOp, proto.ColLSN, proto.ColSeq)
 	}
 	op, ok1 := rec.Column(opI[0]).(*array.Int8)
 	lsn, ok2 := rec.Column(lsnI[0]).(*array.Uint64)
 	seq, ok3 := rec.Column(seqI[0]).(*array.Uint64)
 	if !ok1 || !ok2 || !ok3 {
-		return fmt.Errorf("%w: system columns have the wrong types (want int8, uint64, uint64)", ErrBadPackMeta)
+		return sysCols{}, fmt.Errorf("%w: system columns have the wrong types (want int8, uint64, uint64)", ErrBadPackMeta)
 	}
-	n := int(rec.NumRows())
-	for i := 0; i < n; i++ {
-		s.addRow(proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}, proto.IsTombstone(op.Value(i)))
+	return sysCols{op, lsn, seq}, nil
+}
+
+// addRows counts rows [lo, hi) into s.
+func (c sysCols) addRows(s *summary, lo, hi int64) {
+	for i := int(lo); i < int(hi); i++ {
+		s.addRow(proto.Position{LSN: proto.LSN(c.lsn.Value(i)), Seq: c.seq.Value(i)}, proto.IsTombstone(c.op.Value(i)))
 	}
-	return nil
 }
 
 // addRow counts one row at position p into s.

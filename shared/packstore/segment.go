@@ -51,50 +51,95 @@ var segmentDestinationType = arrow.BinaryTypes.String
 // compresses. The footer carries the pack keys (MetaPackDestination empty;
 // rows, tombstones, first and last over the whole file) plus
 // proto.MetaPackDestinations: the returned entries, as JSON, in row order.
-// Every part must have rows; two parts of one destination are refused.
+// Every part must have rows; two parts of one destination are refused. It
+// is EncodeSegmentBatch of the parts' rows concatenated.
 func EncodeSegment(parts []SegmentPart, meta SegmentMeta) (data []byte, entries []proto.SegmentEntry, err error) {
-	pm := PackMeta{PackID: meta.PackID, StoreID: meta.StoreID, Table: meta.Table, Schema: meta.Schema}
 	if len(parts) == 0 {
+		return nil, nil, fmt.Errorf("encoding segment: %w: no parts", ErrBadPackMeta)
+	}
+	sorted := append([]SegmentPart(nil), parts...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Destination < sorted[j].Destination })
+	var all []arrow.RecordBatch
+	ranges := make([]SegmentRange, 0, len(sorted))
+	for _, p := range sorted {
+		var rows int64
+		for _, r := range p.Recs {
+			if !r.Schema().Equal(sorted[0].Recs[0].Schema()) {
+				return nil, nil, fmt.Errorf("encoding segment %s: %w: batches have different schemas", meta.PackID, ErrBadPackMeta)
+			}
+			rows += r.NumRows()
+		}
+		ranges = append(ranges, SegmentRange{Destination: p.Destination, Rows: rows})
+		all = append(all, p.Recs...)
+	}
+	if len(all) == 0 {
+		return nil, nil, fmt.Errorf("encoding segment %s: %w: destination %s has no rows", meta.PackID, ErrBadPackMeta, sorted[0].Destination)
+	}
+	rec, err := concatBatches(all)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
+	}
+	defer rec.Release()
+	return EncodeSegmentBatch(rec, ranges, meta)
+}
+
+// SegmentRange is one destination's rows in a segment batch: the next Rows
+// rows after the ranges before it.
+type SegmentRange struct {
+	Destination string
+	Rows        int64
+}
+
+// EncodeSegmentBatch writes rec as one segment (see EncodeSegment): its
+// rows grouped by destination, ranges naming them in row order, sorted by
+// name, distinct, each with rows, covering rec. rec has no
+// proto.ColDestination (it is added). The flusher gathers a group
+// commit's rows into one batch and calls this once per segment: nothing
+// is done per destination but its footer entry.
+func EncodeSegmentBatch(rec arrow.RecordBatch, ranges []SegmentRange, meta SegmentMeta) (data []byte, entries []proto.SegmentEntry, err error) {
+	pm := PackMeta{PackID: meta.PackID, StoreID: meta.StoreID, Table: meta.Table, Schema: meta.Schema}
+	if len(ranges) == 0 {
 		return nil, nil, fmt.Errorf("encoding segment: %w: no parts", ErrBadPackMeta)
 	}
 	if err := pm.validateIdentity(true); err != nil {
 		return nil, nil, fmt.Errorf("encoding segment: %w", err)
 	}
-	sorted := append([]SegmentPart(nil), parts...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Destination < sorted[j].Destination })
-	var all []arrow.RecordBatch
-	var base *arrow.Schema
+	base := rec.Schema()
+	if len(base.FieldIndices(proto.ColDestination)) > 0 {
+		return nil, nil, fmt.Errorf("encoding segment %s: %w: rows already carry %s", meta.PackID, ErrBadPackMeta, proto.ColDestination)
+	}
+	cols, err := systemColumns(rec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
+	}
 	var total summary
-	for i, p := range sorted {
-		if err := proto.ValidateDestination(p.Destination); err != nil {
+	entries = make([]proto.SegmentEntry, 0, len(ranges))
+	for i, r := range ranges {
+		if err := proto.ValidateDestination(r.Destination); err != nil {
 			return nil, nil, fmt.Errorf("encoding segment %s: %w: %v", meta.PackID, ErrBadPackMeta, err)
 		}
-		if i > 0 && sorted[i-1].Destination == p.Destination {
-			return nil, nil, fmt.Errorf("encoding segment %s: %w: two parts of destination %s", meta.PackID, ErrBadPackMeta, p.Destination)
-		}
-		for _, r := range p.Recs {
-			if base == nil {
-				base = r.Schema()
-				if len(base.FieldIndices(proto.ColDestination)) > 0 {
-					return nil, nil, fmt.Errorf("encoding segment %s: %w: rows already carry %s", meta.PackID, ErrBadPackMeta, proto.ColDestination)
-				}
-			} else if !r.Schema().Equal(base) {
-				return nil, nil, fmt.Errorf("encoding segment %s: %w: batches have different schemas", meta.PackID, ErrBadPackMeta)
+		if i > 0 && ranges[i-1].Destination >= r.Destination {
+			if ranges[i-1].Destination == r.Destination {
+				return nil, nil, fmt.Errorf("encoding segment %s: %w: two parts of destination %s", meta.PackID, ErrBadPackMeta, r.Destination)
 			}
+			return nil, nil, fmt.Errorf("encoding segment %s: %w: destinations %s, %s out of order", meta.PackID, ErrBadPackMeta, ranges[i-1].Destination, r.Destination)
 		}
-		s, err := summarize(p.Recs)
-		if err != nil {
-			return nil, nil, fmt.Errorf("encoding segment %s: destination %s: %w", meta.PackID, p.Destination, err)
+		if r.Rows <= 0 {
+			return nil, nil, fmt.Errorf("encoding segment %s: %w: destination %s has no rows", meta.PackID, ErrBadPackMeta, r.Destination)
 		}
-		if s.rows == 0 {
-			return nil, nil, fmt.Errorf("encoding segment %s: %w: destination %s has no rows", meta.PackID, ErrBadPackMeta, p.Destination)
+		if total.rows+r.Rows > rec.NumRows() {
+			return nil, nil, fmt.Errorf("encoding segment %s: %w: ranges hold more than the batch's %d rows", meta.PackID, ErrBadPackMeta, rec.NumRows())
 		}
+		var s summary
+		cols.addRows(&s, total.rows, total.rows+r.Rows)
 		entries = append(entries, proto.SegmentEntry{
-			Destination: p.Destination, Lo: total.rows, Rows: s.rows, Tombstones: s.tombstones,
+			Destination: r.Destination, Lo: total.rows, Rows: s.rows, Tombstones: s.tombstones,
 			First: s.first.String(), Last: s.last.String(),
 		})
 		total.merge(s)
-		all = append(all, p.Recs...)
+	}
+	if total.rows != rec.NumRows() {
+		return nil, nil, fmt.Errorf("encoding segment %s: %w: ranges hold %d of the batch's %d rows", meta.PackID, ErrBadPackMeta, total.rows, rec.NumRows())
 	}
 	index, err := json.Marshal(entries)
 	if err != nil {
@@ -118,64 +163,47 @@ func EncodeSegment(parts []SegmentPart, meta SegmentMeta) (data []byte, entries 
 		keys = append(keys, kv[0])
 		vals = append(vals, kv[1])
 	}
-	recs := all
-	if withNulls, ok := nullArrays(all); ok {
-		recs = withNulls
-		defer func() {
-			for _, r := range withNulls {
-				r.Release()
-			}
-		}()
+	if withNulls, ok := nullArrays([]arrow.RecordBatch{rec}); ok {
+		rec = withNulls[0]
+		defer rec.Release()
 	}
 	md := arrow.NewMetadata(keys, vals)
-	fields := append(append([]arrow.Field{}, recs[0].Schema().Fields()...),
+	fields := append(append([]arrow.Field{}, rec.Schema().Fields()...),
 		arrow.Field{Name: proto.ColDestination, Type: segmentDestinationType})
 	schema := arrow.NewSchema(fields, &md)
-
-	var buf bytes.Buffer
-	w, err := newFileWriter(&buf, schema, recs)
+	full, err := withDestinations(schema, rec, ranges)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
 	}
-	// The parts' batches are written joined into batches of about
-	// segmentBatchBytes: a reader's cost is per batch (ClickHouse sets up
-	// each batch's buffers and decompression on its own), and a segment of
-	// 1,000 destinations of a few rows each is 1,000 tiny batches
-	// otherwise.
-	var group []destRec
-	gbytes := 0
-	emit := func() error {
-		if len(group) == 0 {
-			return nil
-		}
-		rec, err := joinWithDestination(schema, group)
-		group, gbytes = group[:0], 0
-		if err != nil {
-			return err
-		}
-		defer rec.Release()
-		return w.Write(rec)
-	}
-	k := 0 // index into recs, which follow sorted's parts in order
-	for _, p := range sorted {
-		for range p.Recs {
-			r := recs[k]
-			k++
-			if r.NumRows() == 0 {
-				continue
-			}
-			group = append(group, destRec{r, p.Destination})
-			if gbytes += bodyBytes([]arrow.RecordBatch{r}); gbytes >= segmentBatchBytes {
-				if err := emit(); err != nil {
-					_ = w.Close()
-					return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
-				}
-			}
-		}
-	}
-	if err := emit(); err != nil {
-		_ = w.Close()
+	defer full.Release()
+
+	var buf bytes.Buffer
+	w, err := newFileWriter(&buf, schema, []arrow.RecordBatch{rec})
+	if err != nil {
 		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
+	}
+	// Written in batches of about segmentBatchBytes: a reader's cost is
+	// per batch (ClickHouse sets up each batch's buffers and decompression
+	// on its own), and one batch of a whole large segment would be read
+	// into memory at once.
+	n := full.NumRows()
+	step := n
+	if b := int64(bodyBytes([]arrow.RecordBatch{full})); b > int64(segmentBatchBytes) {
+		step = max(n*int64(segmentBatchBytes)/b, 1)
+	}
+	for lo := int64(0); lo < n; lo += step {
+		part := full
+		if lo > 0 || lo+step < n {
+			part = full.NewSlice(lo, min(lo+step, n))
+		}
+		err := w.Write(part)
+		if part != full {
+			part.Release()
+		}
+		if err != nil {
+			_ = w.Close()
+			return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
+		}
 	}
 	if err := w.Close(); err != nil {
 		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
@@ -187,38 +215,28 @@ func EncodeSegment(parts []SegmentPart, meta SegmentMeta) (data []byte, entries 
 // variable so that a test can lower it).
 var segmentBatchBytes = 4 << 20
 
-// destRec is a batch of one destination's rows.
-type destRec struct {
-	rec  arrow.RecordBatch
-	dest string
-}
-
-// joinWithDestination joins group's batches (one schema) into one batch of
-// schema: their columns concatenated, and proto.ColDestination naming each
-// row's destination appended.
-func joinWithDestination(schema *arrow.Schema, group []destRec) (arrow.RecordBatch, error) {
+// concatBatches is recs (one schema) as one batch.
+func concatBatches(recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
 	mem := memory.DefaultAllocator
-	ncols := int(group[0].rec.NumCols())
-	cols := make([]arrow.Array, 0, ncols+1)
+	sc := recs[0].Schema()
+	cols := make([]arrow.Array, 0, sc.NumFields())
 	defer func() {
 		for _, c := range cols {
 			c.Release()
 		}
 	}()
 	var n int64
-	for _, g := range group {
-		n += g.rec.NumRows()
+	for _, r := range recs {
+		n += r.NumRows()
 	}
-	for i := 0; i < ncols; i++ {
-		if len(group) == 1 {
-			c := group[0].rec.Column(i)
-			c.Retain()
-			cols = append(cols, c)
-			continue
-		}
-		parts := make([]arrow.Array, len(group))
-		for j, g := range group {
-			parts[j] = g.rec.Column(i)
+	parts := make([]arrow.Array, len(recs))
+	for i := 0; i < sc.NumFields(); i++ {
+		for j, r := range recs {
+			parts[j] = r.Column(i)
 		}
 		c, err := array.Concatenate(parts, mem)
 		if err != nil {
@@ -226,17 +244,25 @@ func joinWithDestination(schema *arrow.Schema, group []destRec) (arrow.RecordBat
 		}
 		cols = append(cols, c)
 	}
-	b := array.NewStringBuilder(mem)
+	return array.NewRecordBatch(sc, cols, n), nil
+}
+
+// withDestinations is rec's columns plus proto.ColDestination naming each
+// row's destination by ranges, as a batch of schema.
+func withDestinations(schema *arrow.Schema, rec arrow.RecordBatch, ranges []SegmentRange) (arrow.RecordBatch, error) {
+	b := array.NewStringBuilder(memory.DefaultAllocator)
 	defer b.Release()
-	b.Reserve(int(n))
-	for _, g := range group {
-		b.ReserveData(int(g.rec.NumRows()) * len(g.dest))
-		for i := int64(0); i < g.rec.NumRows(); i++ {
-			b.Append(g.dest)
+	b.Reserve(int(rec.NumRows()))
+	for _, r := range ranges {
+		b.ReserveData(int(r.Rows) * len(r.Destination))
+		for i := int64(0); i < r.Rows; i++ {
+			b.Append(r.Destination)
 		}
 	}
-	cols = append(cols, b.NewArray())
-	return array.NewRecordBatch(schema, cols, n), nil
+	d := b.NewArray()
+	defer d.Release()
+	cols := append(append([]arrow.Array{}, rec.Columns()...), d)
+	return array.NewRecordBatch(schema, cols, rec.NumRows()), nil
 }
 
 // tableMetadata is s's schema metadata without the pack keys.

@@ -145,7 +145,7 @@ func TestEncodeDecodeSegment(t *testing.T) {
 // index is still checked row by row (a damaged entry across the boundary
 // is refused).
 func TestSegmentBatchesSplitEntries(t *testing.T) {
-	defer packstore.SetSegmentBatchBytes(1)() // every input batch closes one
+	defer packstore.SetSegmentBatchBytes(1)() // every row is a batch of its own
 	parts, release := sampleParts(nil)
 	defer release()
 	data, entries, err := packstore.EncodeSegment(parts, sampleSegmentMeta())
@@ -161,7 +161,7 @@ func TestSegmentBatchesSplitEntries(t *testing.T) {
 			r.Release()
 		}
 	}()
-	if len(recs) != 4 || !meta.IsSegment() || entries[1].Rows != 3 {
+	if len(recs) != 6 || !meta.IsSegment() || entries[1].Rows != 3 {
 		t.Fatalf("%d batches, entries %v", len(recs), entries)
 	}
 	bad := rewriteSegment(t, data, editEntries(func(es []proto.SegmentEntry) []proto.SegmentEntry {
@@ -387,5 +387,29 @@ func TestValidateSegmentPath(t *testing.T) {
 	}
 	if !strings.HasPrefix(good, proto.SegmentsDir+"/") || !packstore.IsSegmentPath(good) {
 		t.Fatal(good)
+	}
+}
+
+// TestEncodeSegmentBatchRefusesRanges: ranges must name the batch's rows
+// exactly, in name order, each destination once with rows.
+func TestEncodeSegmentBatchRefusesRanges(t *testing.T) {
+	rec := pt.Batch(nil, []pt.Row{{ID: 1, LSN: 1, Seq: 1}, {ID: 2, LSN: 2, Seq: 1}, {ID: 3, LSN: 3, Seq: 1}})
+	defer rec.Release()
+	sm := sampleSegmentMeta()
+	if _, entries, err := packstore.EncodeSegmentBatch(rec, []packstore.SegmentRange{{"a", 1}, {"b", 2}}, sm); err != nil || len(entries) != 2 || entries[1].Lo != 1 || entries[1].First != "0/2:1" {
+		t.Fatalf("good ranges: %v %v", entries, err)
+	}
+	for name, rs := range map[string][]packstore.SegmentRange{
+		"none":         nil,
+		"out of order": {{"b", 1}, {"a", 2}},
+		"duplicate":    {{"a", 1}, {"a", 2}},
+		"no rows":      {{"a", 0}, {"b", 3}},
+		"too few":      {{"a", 1}, {"b", 1}},
+		"too many":     {{"a", 2}, {"b", 2}},
+		"bad name":     {{"a/b", 3}},
+	} {
+		if _, _, err := packstore.EncodeSegmentBatch(rec, rs, sm); !errors.Is(err, packstore.ErrBadPackMeta) {
+			t.Errorf("%s: %v, want ErrBadPackMeta", name, err)
+		}
 	}
 }

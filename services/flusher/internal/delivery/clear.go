@@ -74,10 +74,10 @@ func (m *Manager) expandClear(ctx context.Context, p *part, its []*item, earlier
 		c := *it
 		c.dest = n
 		c.bytes = per
-		it.rec.Retain()
+		it.src.Retain()
 		out = append(out, &c)
 	}
-	it.rec.Release()
+	it.release()
 	m.m.clearSlices.Add(float64(len(out)))
 	m.log.Info("table cleared", "partition", p.id, "table", it.table, "position", it.first.String(), "destinations", len(out), "persisted", len(persisted), "in_fetch", len(earlier))
 	return out, nil
@@ -86,15 +86,15 @@ func (m *Manager) expandClear(ctx context.Context, p *part, its []*item, earlier
 // onlyClears checks that every row of a proto.ClearAllDestinations slice is
 // a clear: any other row would have no destination.
 func onlyClears(it *item) error {
-	idx := it.rec.Schema().FieldIndices(proto.ColOp)
+	idx := it.src.Schema().FieldIndices(proto.ColOp)
 	if len(idx) != 1 {
 		return fmt.Errorf("%w: batch lacks %s", ErrBadMessage, proto.ColOp)
 	}
-	ops, ok := it.rec.Column(idx[0]).(*array.Int8)
+	ops, ok := it.src.Column(idx[0]).(*array.Int8)
 	if !ok {
 		return fmt.Errorf("%w: %s is not int8", ErrBadMessage, proto.ColOp)
 	}
-	for i := range ops.Len() {
+	for i := int(it.lo); i < int(it.hi); i++ {
 		if !proto.IsClear(ops.Value(i)) {
 			return fmt.Errorf("%w: a row under %q is not a clear", ErrBadMessage, proto.ClearAllDestinations)
 		}
@@ -106,7 +106,7 @@ func onlyClears(it *item) error {
 // destinations: nothing of it is to be held.
 func ackEmptyClear(its []*item) {
 	for _, it := range its {
-		it.rec.Release()
+		it.release()
 	}
 	if len(its) > 0 {
 		_ = its[0].m.msg.Ack()
@@ -135,7 +135,7 @@ func holdClearLocked(p *part, its []*item, gen uint64) {
 	for i, h := range p.heldClears {
 		if h.its[0].seq == seq {
 			for _, it := range h.its {
-				it.rec.Release()
+				it.release()
 			}
 			p.heldClears[i] = heldClear{its: its, gen: gen}
 			return
@@ -165,7 +165,7 @@ func (m *Manager) receiveClear(ctx context.Context, p *part, parsed []*item, gen
 	its, err := m.expandClear(ctx, p, parsed, earlier)
 	if err != nil {
 		for _, it := range parsed {
-			it.rec.Release()
+			it.release()
 		}
 		msg := parsed[0].m.msg
 		if errors.Is(err, ErrBadMessage) {
@@ -191,7 +191,7 @@ func (m *Manager) receiveClear(ctx context.Context, p *part, parsed []*item, gen
 func dropHeldClearsLocked(p *part) {
 	for _, h := range p.heldClears {
 		for _, it := range h.its {
-			it.rec.Release()
+			it.release()
 		}
 	}
 	p.heldClears = nil

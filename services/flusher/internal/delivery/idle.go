@@ -82,7 +82,7 @@ func (m *Manager) loadCursors(ctx context.Context, p *part, groups [][]*item) bo
 		m.log.Warn("loading cursors; the fetched messages will be redelivered", "partition", p.id, "destinations", len(names), "error", err)
 		for _, its := range groups {
 			for _, it := range its {
-				it.rec.Release()
+				it.release()
 			}
 			if len(its) > 0 {
 				_ = its[0].m.msg.NakWithDelay(time.Second)
@@ -126,7 +126,7 @@ func (m *Manager) receiveGroup(ctx context.Context, p *part, msgs []jetstream.Ms
 			if len(groups) > 0 {
 				if !m.loadCursors(ctx, p, groups) {
 					for _, it := range its {
-						it.rec.Release()
+						it.release()
 					}
 					_ = msg.NakWithDelay(time.Second)
 					return

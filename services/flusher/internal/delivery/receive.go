@@ -212,26 +212,29 @@ func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) ([]*ite
 	if sc := trace.SpanContextFromContext(natsotel.Extract(ctx, h)); sc.IsValid() {
 		link = trace.Link{SpanContext: sc}
 	}
-	its := make([]*item, 0, len(runs))
-	release := func() {
-		for _, it := range its {
-			it.rec.Release()
-		}
+	sc = m.internSchema(fp, sc)
+	lsn, seqs, err := positionCols(rec)
+	if err != nil {
+		return nil, err
 	}
+	its := make([]*item, 0, len(runs))
 	left, rows := total, rec.NumRows()
 	for k, r := range runs {
-		it := &item{m: shared, dest: r.Destination, seq: seq, delivered: delivered, table: table, fp: fp, link: link, rows: r.Hi - r.Lo}
-		it.rec = sliceOf(rec, sc, col, r.Lo, r.Hi)
-		its = append(its, it)
-		if it.first, it.last, err = positions(it.rec); err != nil {
-			release()
-			return nil, err
+		if r.Lo >= r.Hi {
+			return nil, fmt.Errorf("%w: empty destination run", ErrBadMessage)
 		}
+		it := &item{m: shared, dest: r.Destination, seq: seq, delivered: delivered, src: rec, lo: r.Lo, hi: r.Hi, sc: sc,
+			table: table, fp: fp, link: link, rows: r.Hi - r.Lo}
+		it.first, it.last = positions(lsn, seqs, r.Lo, r.Hi)
+		its = append(its, it)
 		it.bytes = total * it.rows / max(rows, 1)
 		if k == len(runs)-1 {
 			it.bytes = left
 		}
 		left -= it.bytes
+	}
+	for range its {
+		rec.Retain() // one reference per slice; parse's own is released
 	}
 	return its, nil
 }
@@ -242,49 +245,54 @@ func withoutField(sc *arrow.Schema, i int) *arrow.Schema {
 	return arrow.NewSchema(slices.Delete(slices.Clone(sc.Fields()), i, i+1), &md)
 }
 
-// sliceOf is rows [lo, hi) of rec as a batch of schema sc, without column
-// col (-1: none), sharing rec's buffers.
-func sliceOf(rec arrow.RecordBatch, sc *arrow.Schema, col int, lo, hi int64) arrow.RecordBatch {
-	if col < 0 && lo == 0 && hi == rec.NumRows() {
-		rec.Retain()
-		return rec
-	}
-	cols := make([]arrow.Array, 0, rec.NumCols())
-	for i, c := range rec.Columns() {
-		if i == col {
-			continue
-		}
-		cols = append(cols, array.NewSlice(c, lo, hi))
-	}
-	out := array.NewRecordBatch(sc, cols, hi-lo)
-	for _, c := range cols {
-		c.Release()
-	}
-	return out
-}
-
-func positions(rec arrow.RecordBatch) (first, last proto.Position, err error) {
+// positionCols are rec's position columns.
+func positionCols(rec arrow.RecordBatch) (lsn, seq *array.Uint64, err error) {
 	sc := rec.Schema()
 	li, si := sc.FieldIndices(proto.ColLSN), sc.FieldIndices(proto.ColSeq)
 	if len(li) != 1 || len(si) != 1 {
-		return first, last, fmt.Errorf("%w: batch lacks %s/%s", ErrBadMessage, proto.ColLSN, proto.ColSeq)
+		return nil, nil, fmt.Errorf("%w: batch lacks %s/%s", ErrBadMessage, proto.ColLSN, proto.ColSeq)
 	}
 	lsn, ok1 := rec.Column(li[0]).(*array.Uint64)
 	seq, ok2 := rec.Column(si[0]).(*array.Uint64)
 	if !ok1 || !ok2 || rec.NumRows() == 0 {
-		return first, last, fmt.Errorf("%w: empty batch or system columns of the wrong type", ErrBadMessage)
+		return nil, nil, fmt.Errorf("%w: empty batch or system columns of the wrong type", ErrBadMessage)
 	}
-	for i := 0; i < int(rec.NumRows()); i++ {
+	return lsn, seq, nil
+}
+
+// positions are the first and last position of rows [lo, hi) (lo < hi).
+func positions(lsn, seq *array.Uint64, lo, hi int64) (first, last proto.Position) {
+	for i := int(lo); i < int(hi); i++ {
 		p := proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)}
-		if i == 0 || p.Less(first) {
+		if i == int(lo) || p.Less(first) {
 			first = p
 		}
-		if i == 0 || last.Less(p) {
+		if i == int(lo) || last.Less(p) {
 			last = p
 		}
 	}
-	return first, last, nil
+	return first, last
 }
+
+// internSchema returns the schema the slices of earlier messages of
+// fingerprint fp used when it equals sc, so that slices of different
+// messages compare by identity (sameSchema) when the committer groups
+// thousands of them into segments; else it remembers sc.
+func (m *Manager) internSchema(fp string, sc *arrow.Schema) *arrow.Schema {
+	m.schemaMu.Lock()
+	defer m.schemaMu.Unlock()
+	if s, ok := m.schemas[fp]; ok && s.Equal(sc) {
+		return s
+	}
+	if m.schemas == nil || len(m.schemas) >= maxInternedSchemas {
+		m.schemas = map[string]*arrow.Schema{}
+	}
+	m.schemas[fp] = sc
+	return sc
+}
+
+// maxInternedSchemas bounds internSchema's map (it starts over when full).
+const maxInternedSchemas = 1024
 
 // receiveItems gives the core every slice of one message, under one hold
 // of the lock, and acks or naks the message as the core resolves it. gen
@@ -295,7 +303,7 @@ func (m *Manager) receiveItems(p *part, its []*item, gen uint64) {
 	defer m.mu.Unlock()
 	if p.c.Lost() {
 		for _, it := range its {
-			it.rec.Release() // not acked: redelivers to the new owner
+			it.release() // not acked: redelivers to the new owner
 		}
 		return
 	}
@@ -306,8 +314,7 @@ func (m *Manager) receiveItems(p *part, its []*item, gen uint64) {
 		v, rs := d.c.Receive(it, gen, func() core.Verdict { return m.lifecycleReceiveLocked(d, it) })
 		res.Ack, res.Nak = append(res.Ack, rs.Ack...), append(res.Nak, rs.Nak...)
 		if v != core.Buffer {
-			it.rec.Release()
-			it.rec = nil
+			it.release()
 		}
 		switch v {
 		case core.Buffer:

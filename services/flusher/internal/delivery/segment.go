@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -26,12 +27,31 @@ import (
 // The one-at-a-time path (runFlush, and a flush whose batched write
 // failed) writes segments holding its one destination.
 
-// resolvedPart is one (table, schema) of a flush: its batches resolved, the
-// values they carried by reference put back, ready for a segment.
+// resolvedPart is one (table, schema) of a flush, resolved: either planned
+// (the surviving rows of its slices, read in place in their message
+// batches, gathered into the segment only when the committer encodes it)
+// or, when the rows carried values by reference, materialized with those
+// values put back (rec).
 type resolvedPart struct {
 	table, fp string
+	schema    *arrow.Schema // of the resolved rows
 	rec       arrow.RecordBatch
+	spans     []resolve.Span // planned: the slices' rows (their batches retained)
+	keep      []resolve.Ref
 	rows      int64 // after resolution
+}
+
+// input is p as the rows of a segment: its spans and kept rows, or its
+// materialized batch whole.
+func (p *resolvedPart) input() ([]resolve.Span, []resolve.Ref) {
+	if p.rec == nil {
+		return p.spans, p.keep
+	}
+	keep := make([]resolve.Ref, p.rec.NumRows())
+	for i := range keep {
+		keep[i] = resolve.Ref{Row: int32(i)}
+	}
+	return []resolve.Span{{Rec: p.rec, Lo: 0, Hi: p.rec.NumRows()}}, keep
 }
 
 // segment is one encoded segment, not yet written.
@@ -106,7 +126,7 @@ func (m *Manager) resolveParts(job *flushJob) (parts []resolvedPart, heldBytes i
 			same := []*item{items[0]}
 			var rest []*item
 			for _, it := range items[1:] {
-				if sameSchema(it.rec.Schema(), items[0].rec.Schema()) {
+				if sameSchema(it.sc, items[0].sc) {
 					same = append(same, it)
 				} else {
 					rest = append(rest, it)
@@ -119,7 +139,7 @@ func (m *Manager) resolveParts(job *flushJob) (parts []resolvedPart, heldBytes i
 			}
 			heldBytes += held
 			if p.rows == 0 {
-				p.rec.Release()
+				releaseParts([]resolvedPart{p})
 				continue
 			}
 			parts = append(parts, p)
@@ -128,34 +148,45 @@ func (m *Manager) resolveParts(job *flushJob) (parts []resolvedPart, heldBytes i
 	return parts, heldBytes, nil
 }
 
-// resolvePart resolves items (one table, one schema). held estimates the
-// resolved batch's memory: the items' counted bytes in the proportion of
-// rows resolution kept (the batch may share buffers with the messages,
-// so its buffer sizes would overstate it).
+// resolvePart resolves items (one table, one schema) in place: which of
+// their rows survive (resolve.Plan), nothing copied. Rows carrying values
+// by reference are gathered at once and the values put back (segments
+// never hold a reference). held estimates what the part adds to the
+// memory its items hold: its row references, or the materialized batch
+// (the items' counted bytes in the proportion of rows kept).
 func (m *Manager) resolvePart(job *flushJob, table, fp string, items []*item) (resolvedPart, int64, error) {
-	recs := make([]arrow.RecordBatch, len(items))
+	spans := make([]resolve.Span, len(items))
 	var bytes int64
 	for i, it := range items {
-		recs[i] = it.rec
+		spans[i] = it.span()
 		bytes += it.bytes
 	}
-	resolved, st, err := resolve.Resolve(m.mem, recs)
+	schema := items[0].sc
+	keep, st, err := resolve.Plan(schema, spans)
 	if err != nil {
 		return resolvedPart{}, 0, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
 	}
-	if resolve.HasClaims(resolved.Schema()) {
-		inl, err := m.inlineClaims(job.ctx, resolved)
-		resolved.Release()
-		if err != nil {
-			return resolvedPart{}, 0, fmt.Errorf("writing segment for %s/%s: %w", job.d.name, table, err)
+	if !resolve.HasClaims(schema) {
+		for _, sp := range spans {
+			sp.Rec.Retain()
 		}
-		resolved, fp = inl, arrowcodec.Fingerprint(inl.Schema())
+		p := resolvedPart{table: table, fp: fp, schema: schema, spans: spans, keep: keep, rows: st.Out}
+		return p, int64(len(keep)) * int64(unsafe.Sizeof(resolve.Ref{})), nil
+	}
+	resolved, err := resolve.Gather(m.mem, schema, spans, keep)
+	if err != nil {
+		return resolvedPart{}, 0, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
+	}
+	inl, err := m.inlineClaims(job.ctx, resolved)
+	resolved.Release()
+	if err != nil {
+		return resolvedPart{}, 0, fmt.Errorf("writing segment for %s/%s: %w", job.d.name, table, err)
 	}
 	held := bytes
 	if st.In > 0 {
 		held = bytes * st.Out / st.In
 	}
-	return resolvedPart{table: table, fp: fp, rec: resolved, rows: st.Out}, held, nil
+	return resolvedPart{table: table, fp: arrowcodec.Fingerprint(inl.Schema()), schema: inl.Schema(), rec: inl, rows: st.Out}, held, nil
 }
 
 func releaseParts(parts []resolvedPart) {
@@ -163,13 +194,42 @@ func releaseParts(parts []resolvedPart) {
 		if p.rec != nil {
 			p.rec.Release()
 		}
+		for _, sp := range p.spans {
+			sp.Rec.Release()
+		}
 	}
 }
 
-// encodeSegment encodes one segment of parts (one table, one schema).
-func (m *Manager) encodeSegment(table, fp string, parts []packstore.SegmentPart) (*segment, error) {
+// segInput is one destination's part in a segment being encoded.
+type segInput struct {
+	dest string
+	part *resolvedPart
+}
+
+// encodeSegment encodes one segment of ins (one table, one schema, sorted
+// by destination): their rows gathered into one batch (resolve.Gather:
+// each message batch read once, however many destinations it feeds), then
+// encoded with one footer entry per destination.
+func (m *Manager) encodeSegment(table, fp string, schema *arrow.Schema, ins []segInput) (*segment, error) {
 	meta := packstore.SegmentMeta{PackID: m.newSegmentID(), StoreID: m.store.ID(), Table: table, Schema: fp}
-	data, entries, err := packstore.EncodeSegment(parts, meta)
+	var spans []resolve.Span
+	var keep []resolve.Ref
+	ranges := make([]packstore.SegmentRange, len(ins))
+	for i, in := range ins {
+		sp, kp := in.part.input()
+		base := int32(len(spans))
+		spans = append(spans, sp...)
+		for _, r := range kp {
+			keep = append(keep, resolve.Ref{Span: base + r.Span, Row: r.Row})
+		}
+		ranges[i] = packstore.SegmentRange{Destination: in.dest, Rows: int64(len(kp))}
+	}
+	rec, err := resolve.Gather(m.mem, schema, spans, keep)
+	if err != nil {
+		return nil, permanentErr{fmt.Errorf("gathering segment of %s: %w", table, err)}
+	}
+	data, entries, err := packstore.EncodeSegmentBatch(rec, ranges, meta)
+	rec.Release()
 	if err == nil && m.encodeFault != nil {
 		err = m.encodeFault(entryDests(entries))
 	}
@@ -189,10 +249,12 @@ func (m *Manager) encodeSegment(table, fp string, parts []packstore.SegmentPart)
 
 // groupSegments encodes the segments of a group commit: one per (table,
 // schema fingerprint, Arrow schema) and segmentMaxDests destinations over
-// every flush of jobs still going, encoded in parallel across segments. A segment that fails to encode is
-// split into one-destination segments, so that one destination's bad rows
-// fail its own flush (permanently, as an encoding failure is) and not the
-// group's.
+// every flush of jobs still going, encoded in parallel across segments.
+// Destinations are taken partition by partition, so that a segment's rows
+// come from few message batches (a partition message holds only its
+// partition's destinations). A segment that fails to encode is split into
+// one-destination segments, so that one destination's bad rows fail its
+// own flush (permanently, as an encoding failure is) and not the group's.
 func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 	type key struct{ table, fp string }
 	type group struct {
@@ -201,35 +263,52 @@ func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 		members []segMember
 		dests   map[string]bool
 	}
-	var groups []*group
-	byKey := map[key][]*group{}
+	var all []segMember
 	for i, job := range jobs {
 		if errs[i] != nil {
 			continue
 		}
-		for k, p := range job.parts {
-			kk := key{p.table, p.fp}
-			var g *group
-			// A segment holds one part per destination (its footer indexes
-			// each destination once), so a second flush of a destination in
-			// one group (a destination dropped with its partition's lease
-			// and claimed again while its old flush still waited for the
-			// committer) goes to another segment.
-			name := job.d.name
-			for _, c := range byKey[kk] {
-				if len(c.members) < segmentMaxDests && !c.dests[name] && sameSchema(c.schema, p.rec.Schema()) {
-					g = c
-					break
-				}
-			}
-			if g == nil {
-				g = &group{key: kk, schema: p.rec.Schema(), dests: map[string]bool{}}
-				byKey[kk] = append(byKey[kk], g)
-				groups = append(groups, g)
-			}
-			g.dests[name] = true
-			g.members = append(g.members, segMember{i, k})
+		for k := range job.parts {
+			all = append(all, segMember{i, k})
 		}
+	}
+	partOf := func(mb segMember) int {
+		if p := jobs[mb.job].d.part; p != nil {
+			return p.id
+		}
+		return 0
+	}
+	sort.SliceStable(all, func(a, b int) bool {
+		if pa, pb := partOf(all[a]), partOf(all[b]); pa != pb {
+			return pa < pb
+		}
+		return jobs[all[a].job].d.name < jobs[all[b].job].d.name
+	})
+	var groups []*group
+	byKey := map[key][]*group{}
+	for _, mb := range all {
+		p := &jobs[mb.job].parts[mb.part]
+		kk := key{p.table, p.fp}
+		var g *group
+		// A segment holds one part per destination (its footer indexes
+		// each destination once), so a second flush of a destination in
+		// one group (a destination dropped with its partition's lease and
+		// claimed again while its old flush still waited for the
+		// committer) goes to another segment.
+		name := jobs[mb.job].d.name
+		for _, c := range byKey[kk] {
+			if len(c.members) < segmentMaxDests && !c.dests[name] && sameSchema(c.schema, p.schema) {
+				g = c
+				break
+			}
+		}
+		if g == nil {
+			g = &group{key: kk, schema: p.schema, dests: map[string]bool{}}
+			byKey[kk] = append(byKey[kk], g)
+			groups = append(groups, g)
+		}
+		g.dests[name] = true
+		g.members = append(g.members, mb)
 	}
 	segs := make([][]*segment, len(groups))
 	failed := make([][]error, len(groups)) // per member of a split group
@@ -238,20 +317,20 @@ func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 		sort.Slice(g.members, func(a, b int) bool {
 			return jobs[g.members[a].job].d.name < jobs[g.members[b].job].d.name
 		})
-		parts := make([]packstore.SegmentPart, len(g.members))
+		ins := make([]segInput, len(g.members))
 		for k, mb := range g.members {
-			parts[k] = packstore.SegmentPart{Destination: jobs[mb.job].d.name, Recs: []arrow.RecordBatch{jobs[mb.job].parts[mb.part].rec}}
+			ins[k] = segInput{dest: jobs[mb.job].d.name, part: &jobs[mb.job].parts[mb.part]}
 		}
-		s, err := m.encodeSegment(g.key.table, g.key.fp, parts)
+		s, err := m.encodeSegment(g.key.table, g.key.fp, g.schema, ins)
 		if err == nil {
 			s.members = g.members
 			segs[gi] = []*segment{s}
 			return
 		}
-		m.log.Warn("segment encoding failed; encoding its destinations apart", "table", g.key.table, "destinations", len(parts), "error", err)
+		m.log.Warn("segment encoding failed; encoding its destinations apart", "table", g.key.table, "destinations", len(ins), "error", err)
 		failed[gi] = make([]error, len(g.members))
 		for k, mb := range g.members {
-			one, err := m.encodeSegment(g.key.table, g.key.fp, parts[k:k+1])
+			one, err := m.encodeSegment(g.key.table, g.key.fp, g.schema, ins[k:k+1])
 			if err != nil {
 				failed[gi][k] = fmt.Errorf("flushing %s: %w", jobs[mb.job].d.name, err)
 				continue
@@ -303,8 +382,9 @@ func parallel(n int, f func(i int)) {
 // alone, each with retries: the one-at-a-time path.
 func (m *Manager) ownSegments(ctx context.Context, job *flushJob, parts []resolvedPart) ([]*segOut, error) {
 	out := make([]*segOut, 0, len(parts))
-	for _, p := range parts {
-		s, err := m.encodeSegment(p.table, p.fp, []packstore.SegmentPart{{Destination: job.d.name, Recs: []arrow.RecordBatch{p.rec}}})
+	for i := range parts {
+		p := &parts[i]
+		s, err := m.encodeSegment(p.table, p.fp, p.schema, []segInput{{dest: job.d.name, part: p}})
 		if err != nil {
 			return nil, fmt.Errorf("flushing %s: %w", job.d.name, err)
 		}

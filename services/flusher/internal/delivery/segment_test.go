@@ -388,7 +388,7 @@ func TestGroupSegmentsOnePartPerDestination(t *testing.T) {
 	job := func(name string, id int64) *flushJob {
 		rec := pt.Batch(memory.DefaultAllocator, []pt.Row{{ID: id, LSN: uint64(100 + id), Seq: 1}})
 		t.Cleanup(rec.Release)
-		return &flushJob{d: &dest{name: name}, parts: []resolvedPart{{table: "public.t", fp: "fp", rec: rec, rows: 1}}}
+		return &flushJob{d: &dest{name: name}, parts: []resolvedPart{{table: "public.t", fp: "fp", schema: rec.Schema(), rec: rec, rows: 1}}}
 	}
 	jobs := []*flushJob{job("a", 1), job("b", 2), job("a", 3)}
 	errs := make([]error, len(jobs))

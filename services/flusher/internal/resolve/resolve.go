@@ -33,50 +33,97 @@ type Stats struct {
 // row marks TOASTed columns as unchanged (_sluice_unchanged), the key's
 // older rows stay too: they carry the values the catalog fills in (rule 6). Kept rows are ordered by
 // position. A schema without a primary key keeps every row. The caller
-// releases the result; recs are not released.
+// releases the result; recs are not released. It is Plan over the whole of
+// each batch, then Gather.
 func Resolve(mem memory.Allocator, recs []arrow.RecordBatch) (arrow.RecordBatch, Stats, error) {
-	var st Stats
 	if len(recs) == 0 {
+		return nil, Stats{}, fmt.Errorf("resolving: %w: no batches", ErrSchema)
+	}
+	spans := make([]Span, len(recs))
+	for i, r := range recs {
+		if sc := r.Schema(); sc != recs[0].Schema() && !sc.Equal(recs[0].Schema()) { // identity first: slices of one message share it
+			return nil, Stats{}, fmt.Errorf("resolving: %w: batches with different schemas", ErrSchema)
+		}
+		spans[i] = Span{Rec: r, Lo: 0, Hi: r.NumRows()}
+	}
+	keep, st, err := Plan(recs[0].Schema(), spans)
+	if err != nil {
+		return nil, st, err
+	}
+	out, err := Gather(mem, recs[0].Schema(), spans, keep)
+	return out, st, err
+}
+
+// Span is rows [Lo, Hi) of Rec: a destination's slice of a message batch,
+// read in place. Rec may hold columns the resolved rows do not (a
+// partition message's proto.ColDestination); columns are found by name.
+type Span struct {
+	Rec    arrow.RecordBatch
+	Lo, Hi int64
+}
+
+// Ref is one row of a Plan's spans: row Row of spans[Span].Rec.
+type Ref struct{ Span, Row int32 }
+
+// Plan is Resolve's decision without its copy: which rows of spans (all of
+// schema's columns, schema giving the primary key) survive, ordered by
+// position (ties: span order, then row order). Gather makes them a batch.
+// Nothing is allocated per column, so resolving many small slices of a
+// few shared message batches costs per row, not per slice.
+func Plan(schema *arrow.Schema, spans []Span) ([]Ref, Stats, error) {
+	var st Stats
+	if len(spans) == 0 {
 		return nil, st, fmt.Errorf("resolving: %w: no batches", ErrSchema)
 	}
-	schema := recs[0].Schema()
-	all, err := concat(mem, schema, recs)
-	if err != nil {
-		return nil, st, err
+	var pk []string
+	if v, ok := schema.Metadata().GetValue(proto.MetaPrimaryKey); ok && v != "" {
+		for _, name := range strings.Split(v, ",") {
+			pk = append(pk, strings.TrimSpace(name))
+		}
 	}
-	defer all.Release()
-	n := int(all.NumRows())
+	cols := make([]spanCols, len(spans))
+	n := 0
+	for k, s := range spans {
+		if s.Lo < 0 || s.Hi > s.Rec.NumRows() || s.Lo > s.Hi {
+			return nil, st, fmt.Errorf("resolving: %w: rows [%d, %d) of a batch of %d", ErrSchema, s.Lo, s.Hi, s.Rec.NumRows())
+		}
+		n += int(s.Hi - s.Lo)
+		if k > 0 && s.Rec == spans[k-1].Rec {
+			cols[k] = cols[k-1]
+			continue
+		}
+		c, err := columnsOf(s.Rec, pk)
+		if err != nil {
+			return nil, st, err
+		}
+		cols[k] = c
+	}
 	st.In = int64(n)
-	lsn, seq, op, err := systemCols(all)
-	if err != nil {
-		return nil, st, err
-	}
-	var keyCols []arrow.Array
-	if pk, ok := schema.Metadata().GetValue(proto.MetaPrimaryKey); ok && pk != "" {
-		for _, name := range strings.Split(pk, ",") {
-			idx := schema.FieldIndices(strings.TrimSpace(name))
-			if len(idx) != 1 {
-				return nil, st, fmt.Errorf("resolving: %w: primary key column %q not in the batch", ErrSchema, name)
-			}
-			keyCols = append(keyCols, all.Column(idx[0]))
+	all := make([]Ref, 0, n)
+	for k, s := range spans {
+		for r := s.Lo; r < s.Hi; r++ {
+			all = append(all, Ref{int32(k), int32(r)})
 		}
 	}
-	pos := func(i int) proto.Position { return proto.Position{LSN: proto.LSN(lsn.Value(i)), Seq: seq.Value(i)} }
-	var keep []int
-	if len(keyCols) == 0 {
-		keep = make([]int, n)
-		for i := range keep {
-			keep[i] = i
-		}
+	pos := func(r Ref) proto.Position {
+		c := cols[r.Span]
+		return proto.Position{LSN: proto.LSN(c.lsn.Value(int(r.Row))), Seq: c.seq.Value(int(r.Row))}
+	}
+	var keep []Ref
+	if len(pk) == 0 {
+		keep = all
 	} else {
 		best := make(map[string]int, n)
-		markers := unchangedCounter(all)
 		var kb []byte
-		for i := 0; i < n; i++ {
+		key := func(r Ref) []byte {
 			kb = kb[:0]
-			for _, c := range keyCols {
-				kb = appendKey(kb, c, i)
+			for _, c := range cols[r.Span].key {
+				kb = appendKey(kb, c, int(r.Row))
 			}
+			return kb
+		}
+		for i, r := range all {
+			kb := key(r)
 			j, ok := best[string(kb)]
 			if !ok {
 				best[string(kb)] = i
@@ -87,44 +134,188 @@ func Resolve(mem memory.Allocator, recs []arrow.RecordBatch) (arrow.RecordBatch,
 			// leaves more TOAST values unchanged: two rows with one key and
 			// one position in one pack collapse in the catalog's merge, so
 			// the one that carries the values must be the one kept (rule 6).
-			if c := pos(j).Compare(pos(i)); c < 0 || (c == 0 && markers(i) <= markers(j)) {
+			if c := pos(all[j]).Compare(pos(r)); c < 0 || (c == 0 && cols[r.Span].markers(int(r.Row)) <= cols[all[j].Span].markers(int(all[j].Row))) {
 				best[string(kb)] = i
 			}
 		}
-		keep = make([]int, 0, len(best))
+		idx := make([]int, 0, len(best))
 		for _, i := range best {
-			keep = append(keep, i)
+			idx = append(idx, i)
 		}
-		keep = append(keep, toastSources(all, keyCols, best, n)...)
+		idx = append(idx, toastSources(all, cols, key, best)...)
+		if len(idx) == n {
+			keep = all // every row survives (the common case): no copy
+		} else {
+			slices.Sort(idx)
+			keep = make([]Ref, len(idx))
+			for k, i := range idx {
+				keep[k] = all[i]
+			}
+		}
 	}
-	slices.SortFunc(keep, func(a, b int) int {
-		if c := pos(a).Compare(pos(b)); c != 0 {
-			return c
-		}
-		return a - b
-	})
-	for _, i := range keep {
-		if proto.IsTombstone(op.Value(i)) {
+	// all is in (span, row) order: a stable sort by position keeps ties in
+	// that order.
+	slices.SortStableFunc(keep, func(a, b Ref) int { return pos(a).Compare(pos(b)) })
+	for _, r := range keep {
+		if proto.IsTombstone(cols[r.Span].op.Value(int(r.Row))) {
 			st.Tombstones++
 		}
 	}
 	st.Out = int64(len(keep))
-	sorted := true
-	for k, i := range keep {
-		if k != i {
-			sorted = false
-			break
+	return keep, st, nil
+}
+
+// spanCols are the columns Plan reads of one span's batch.
+type spanCols struct {
+	lsn, seq *array.Uint64
+	op       *array.Int8
+	key      []arrow.Array
+	unch     *array.List // nil: no _sluice_unchanged column
+}
+
+func columnsOf(rec arrow.RecordBatch, pk []string) (spanCols, error) {
+	var c spanCols
+	var err error
+	if c.lsn, c.seq, c.op, err = systemCols(rec); err != nil {
+		return c, err
+	}
+	sc := rec.Schema()
+	for _, name := range pk {
+		idx := sc.FieldIndices(name)
+		if len(idx) != 1 {
+			return c, fmt.Errorf("resolving: %w: primary key column %q not in the batch", ErrSchema, name)
+		}
+		c.key = append(c.key, rec.Column(idx[0]))
+	}
+	if idx := sc.FieldIndices(proto.ColUnchanged); len(idx) == 1 {
+		c.unch, _ = rec.Column(idx[0]).(*array.List)
+	}
+	return c, nil
+}
+
+// markers is how many TOAST-unchanged markers row i carries.
+func (c spanCols) markers(i int) int {
+	if c.unch == nil || c.unch.IsNull(i) {
+		return 0
+	}
+	start, end := c.unch.ValueOffsets(i)
+	return int(end - start)
+}
+
+// Gather makes the rows keep names (of spans) one batch of schema's
+// columns, in keep's order: each span's batch read in place when keep
+// uses most of it, else first compacted to the rows it gives, then every
+// batch concatenated once and taken from once per column. A single span
+// given whole is returned as is (retained). The caller releases the
+// result.
+func Gather(mem memory.Allocator, schema *arrow.Schema, spans []Span, keep []Ref) (arrow.RecordBatch, error) {
+	// The distinct batches, in first-use order, and the rows used of each.
+	type source struct {
+		rec  arrow.RecordBatch
+		used []int32 // rows of rec keep uses, ascending, distinct
+		base int32   // first row of its rows in the concatenation
+		at   map[int32]int32
+	}
+	var srcs []*source
+	bySpan := make([]*source, len(spans))
+	byRec := map[arrow.RecordBatch]*source{}
+	for k, s := range spans {
+		src, ok := byRec[s.Rec]
+		if !ok {
+			src = &source{rec: s.Rec}
+			byRec[s.Rec] = src
+			srcs = append(srcs, src)
+		}
+		bySpan[k] = src
+	}
+	for _, r := range keep {
+		s := bySpan[r.Span]
+		s.used = append(s.used, r.Row)
+	}
+	if len(srcs) == 1 && int64(len(keep)) == srcs[0].rec.NumRows() && sortedRows(keep) {
+		if rec := srcs[0].rec; rec.Schema() == schema || rec.Schema().Equal(schema) {
+			rec.Retain()
+			return rec, nil
 		}
 	}
-	if sorted && len(keep) == n {
-		all.Retain()
-		return all, st, nil
+	var parts []arrow.RecordBatch
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	var base int32
+	for _, s := range srcs {
+		slices.Sort(s.used)
+		s.used = slices.Compact(s.used)
+		view, err := project(schema, s.rec)
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(s.used))*2 < s.rec.NumRows() {
+			// Mostly other destinations' rows: copy out only these.
+			compact, err := take(mem, view, s.used)
+			view.Release()
+			if err != nil {
+				return nil, err
+			}
+			s.at = make(map[int32]int32, len(s.used))
+			for i, r := range s.used {
+				s.at[r] = int32(i)
+			}
+			view = compact
+		}
+		s.base = base
+		base += int32(view.NumRows())
+		parts = append(parts, view)
 	}
-	out, err := take(mem, all, keep)
+	idx := make([]int32, len(keep))
+	for i, r := range keep {
+		s := bySpan[r.Span]
+		if s.at != nil {
+			idx[i] = s.base + s.at[r.Row]
+		} else {
+			idx[i] = s.base + r.Row
+		}
+	}
+	all, err := concat(mem, schema, parts)
 	if err != nil {
-		return nil, st, err
+		return nil, err
 	}
-	return out, st, nil
+	defer all.Release()
+	if len(idx) == int(all.NumRows()) && slices.IsSorted(idx) {
+		all.Retain()
+		return all, nil
+	}
+	return take(mem, all, idx)
+}
+
+func sortedRows(keep []Ref) bool {
+	for i, r := range keep {
+		if r.Span != 0 || int(r.Row) != i {
+			return false
+		}
+	}
+	return true
+}
+
+// project is rec's columns named by schema, as a batch of schema (zero
+// copy).
+func project(schema *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if rec.Schema() == schema {
+		rec.Retain()
+		return rec, nil
+	}
+	sc := rec.Schema()
+	cols := make([]arrow.Array, schema.NumFields())
+	for i, f := range schema.Fields() {
+		idx := sc.FieldIndices(f.Name)
+		if len(idx) != 1 || !arrow.TypeEqual(sc.Field(idx[0]).Type, f.Type) {
+			return nil, fmt.Errorf("resolving: %w: column %s missing or of another type", ErrSchema, f.Name)
+		}
+		cols[i] = rec.Column(idx[0])
+	}
+	return array.NewRecordBatch(schema, cols, rec.NumRows()), nil
 }
 
 func concat(mem memory.Allocator, schema *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
@@ -142,9 +333,6 @@ func concat(mem memory.Allocator, schema *arrow.Schema, recs []arrow.RecordBatch
 	}()
 	var rows int64
 	for _, r := range recs {
-		if sc := r.Schema(); sc != schema && !sc.Equal(schema) { // identity first: slices of one message share it
-			return nil, fmt.Errorf("resolving: %w: batches with different schemas", ErrSchema)
-		}
 		rows += r.NumRows()
 	}
 	parts := make([]arrow.Array, len(recs))
@@ -179,13 +367,10 @@ func systemCols(rec arrow.RecordBatch) (*array.Uint64, *array.Uint64, *array.Int
 	return lsn, seq, op, nil
 }
 
-func take(mem memory.Allocator, rec arrow.RecordBatch, keep []int) (arrow.RecordBatch, error) {
+func take(mem memory.Allocator, rec arrow.RecordBatch, keep []int32) (arrow.RecordBatch, error) {
 	ib := array.NewInt32Builder(mem)
 	defer ib.Release()
-	ib.Reserve(len(keep))
-	for _, i := range keep {
-		ib.UnsafeAppend(int32(i))
-	}
+	ib.AppendValues(keep, nil)
 	idx := ib.NewArray()
 	defer idx.Release()
 	ctx := compute.WithAllocator(context.Background(), mem)
@@ -253,29 +438,17 @@ func appendKey(b []byte, a arrow.Array, i int) []byte {
 // keepToastSources switches rule 6's preservation off (negative control).
 var keepToastSources = true
 
-// toastSources returns the rows, other than the winners in best, of every key
-// whose winning row marks some column as TOAST-unchanged: the value it stands
-// for lives in one of them, and dropping them would leave the catalog nothing
-// to fill it from.
-func toastSources(all arrow.RecordBatch, keyCols []arrow.Array, best map[string]int, n int) []int {
-	idx := all.Schema().FieldIndices(proto.ColUnchanged)
-	if !keepToastSources || len(idx) != 1 {
+// toastSources returns the rows (indices into all), other than the winners
+// in best, of every key whose winning row marks some column as
+// TOAST-unchanged: the value it stands for lives in one of them, and
+// dropping them would leave the catalog nothing to fill it from.
+func toastSources(all []Ref, cols []spanCols, key func(Ref) []byte, best map[string]int) []int {
+	if !keepToastSources {
 		return nil
-	}
-	unch, ok := all.Column(idx[0]).(*array.List)
-	if !ok {
-		return nil
-	}
-	marked := func(i int) bool {
-		if unch.IsNull(i) {
-			return false
-		}
-		start, end := unch.ValueOffsets(i)
-		return end > start
 	}
 	need := map[string]int{}
 	for k, i := range best {
-		if marked(i) {
+		if r := all[i]; cols[r.Span].markers(int(r.Row)) > 0 {
 			need[k] = i
 		}
 	}
@@ -283,34 +456,10 @@ func toastSources(all arrow.RecordBatch, keyCols []arrow.Array, best map[string]
 		return nil
 	}
 	var extra []int
-	var kb []byte
-	for i := 0; i < n; i++ {
-		kb = kb[:0]
-		for _, c := range keyCols {
-			kb = appendKey(kb, c, i)
-		}
-		if w, ok := need[string(kb)]; ok && w != i {
+	for i, r := range all {
+		if w, ok := need[string(key(r))]; ok && w != i {
 			extra = append(extra, i)
 		}
 	}
 	return extra
-}
-
-// unchangedCounter returns how many TOAST-unchanged markers row i carries.
-func unchangedCounter(all arrow.RecordBatch) func(i int) int {
-	idx := all.Schema().FieldIndices(proto.ColUnchanged)
-	if len(idx) != 1 {
-		return func(int) int { return 0 }
-	}
-	unch, ok := all.Column(idx[0]).(*array.List)
-	if !ok {
-		return func(int) int { return 0 }
-	}
-	return func(i int) int {
-		if unch.IsNull(i) {
-			return 0
-		}
-		start, end := unch.ValueOffsets(i)
-		return int(end - start)
-	}
 }
