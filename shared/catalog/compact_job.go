@@ -20,7 +20,11 @@ type CompactPolicy struct {
 	MinPacks int
 	// SmallBytes: a member smaller than this is small; a (destination,
 	// table) with at least two members whose small members add up to
-	// SmallBytes is compacted too.
+	// SmallBytes is compacted too. A member's size is its destination's
+	// share of the file: a pack's bytes, or a segment's bytes times the
+	// destination's fraction of the segment's rows (a flush's segment
+	// holds up to 512 destinations, a compacted one more: a member of one
+	// is not the whole file).
 	SmallBytes int64
 	// MaxBytes bounds the bytes of the member files one pass reads, each
 	// file counted once (at least one destination is taken whatever its
@@ -67,12 +71,19 @@ func (c *Catalog) compactCandidates(ctx context.Context, v uint64, storeID strin
 	if err != nil {
 		return nil, err
 	}
-	q := fmt.Sprintf(`SELECT table, any(fingerprint), destination, count(), sum(b), sumIf(b, b < %[4]d), uniqExact(fingerprint), countIf(store_id != %[3]s), groupArray((pack_id, b))
-		FROM (SELECT store_id, pack_id, destination, any(table) AS table, any(fingerprint) AS fingerprint, any(bytes) AS b FROM %[1]s WHERE %[2]s GROUP BY store_id, pack_id, destination)
+	// s is a member's size, its share of its file (CompactPolicy.SmallBytes;
+	// a segment's total rows from segmentRows, a pack has none there); the
+	// small trigger sums and judges those, while files keeps each file's
+	// whole bytes (what a pass reads).
+	q := fmt.Sprintf(`SELECT table, any(fingerprint), destination, count(), sum(s), sumIf(s, s < %[4]d), uniqExact(fingerprint), countIf(store_id != %[3]s), groupArray((pack_id, b))
+		FROM (SELECT m.store_id AS store_id, m.pack_id AS pack_id, m.destination AS destination, m.table AS table, m.fingerprint AS fingerprint, m.b AS b,
+				if(t.total > 0, toInt64(m.b * m.r / t.total), m.b) AS s
+			FROM (SELECT store_id, pack_id, destination, any(table) AS table, any(fingerprint) AS fingerprint, any(bytes) AS b, any(rows) AS r FROM %[1]s WHERE %[2]s GROUP BY store_id, pack_id, destination) AS m
+			LEFT JOIN (%[6]s) AS t ON m.store_id = t.store_id AND m.pack_id = t.pack_id)
 		GROUP BY table, destination
-		HAVING uniqExact(fingerprint) = 1 AND countIf(store_id != %[3]s) = 0 AND (count() >= %[5]d OR (count() >= 2 AND sumIf(b, b < %[4]d) >= %[4]d))
+		HAVING uniqExact(fingerprint) = 1 AND countIf(store_id != %[3]s) = 0 AND (count() >= %[5]d OR (count() >= 2 AND sumIf(s, s < %[4]d) >= %[4]d))
 		ORDER BY count() DESC, table, destination`,
-		ident(c.n.packs()), c.memberRows(u64(v), u64(hw), destination, ""), quote(storeID), p.SmallBytes, p.MinPacks)
+		ident(c.n.packs()), c.memberRows(u64(v), u64(hw), destination, ""), quote(storeID), p.SmallBytes, p.MinPacks, c.segmentRows(u64(hw), storeID, destination))
 	if destination != "" { // a purge's rewrite: any member count
 		q = strings.Replace(q, fmt.Sprintf("(count() >= %d OR", p.MinPacks), "(count() >= 1 OR", 1)
 	}
@@ -95,6 +106,21 @@ func (c *Catalog) compactCandidates(ctx context.Context, v uint64, storeID strin
 		out = append(out, cd)
 	}
 	return out, nil
+}
+
+// segmentRows is the statement of each segment's total rows (store_id,
+// pack_id, total): the sum of its destinations' rows, over the inventory
+// rows at or below high-water hw of the segments of storeID ("" destination:
+// every segment; else those holding destination), for the share of a
+// segment that is one member's size (CompactPolicy.SmallBytes). Removed
+// members count: their rows are still in the file.
+func (c *Catalog) segmentRows(hw, storeID, destination string) string {
+	where := "_block_number <= " + hw + " AND store_id = " + quote(storeID) + " AND startsWith(path, " + quote(proto.SegmentsDir+"/") + ")"
+	if destination != "" {
+		where += " AND pack_id IN (SELECT pack_id FROM " + ident(c.n.packs()) + " WHERE _block_number <= " + hw + " AND store_id = " + quote(storeID) + " AND destination = " + quote(destination) + ")"
+	}
+	return "SELECT store_id, pack_id, sum(r) AS total FROM (SELECT store_id, pack_id, destination, any(rows) AS r FROM " + ident(c.n.packs()) +
+		" WHERE " + where + " GROUP BY store_id, pack_id, destination) GROUP BY store_id, pack_id"
 }
 
 // Compact runs one compaction pass: it picks the table with the largest

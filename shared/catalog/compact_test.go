@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"sort"
 	"testing"
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
@@ -211,5 +212,95 @@ func TestCompactionCountsASharedSegmentOnce(t *testing.T) {
 	if len(st.Destinations) != histTenants || st.Files != len(metas) || st.Members != histTenants*len(metas) {
 		t.Fatalf("one pass bounded by the %d bytes of the %d files compacted %d destinations, %d members from %d files; want %d, %d from %d",
 			bytes, len(metas), len(st.Destinations), st.Members, st.Files, histTenants, histTenants*len(metas), len(metas))
+	}
+}
+
+// The small trigger counts a destination's share of a shared segment (the
+// segment's bytes times the destination's fraction of its rows), not the
+// whole file once per destination: a destination holding one row of each
+// of two segments is not small data adding up to compact_small_bytes
+// (counted by the whole file, two segments under the bound were enough to
+// trigger every destination they hold), while a destination holding
+// nearly all of a segment's rows is judged by nearly the whole file (so a
+// split by destination count, not rows, would fail the second case).
+// Per-destination packs count their bytes as before.
+func TestCompactionSmallTriggerCountsSegmentShares(t *testing.T) {
+	conn := chtest.Conn(t)
+	store := openStore(t, "s1")
+	c := newCatalog(t, conn)
+	const bulkRows = 2000
+	var metas []packstore.PackMeta
+	var segBytes int64
+	for n := range 2 {
+		var bulk []catalogtest.Row
+		for i := range bulkRows {
+			id := int64(n*bulkRows + i)
+			bulk = append(bulk, catalogtest.Ins(100+uint64(n), uint64(i+1), item(id, "bulk", nil)))
+		}
+		m := catalogtest.WriteSegment(t, store, catalogtest.Items, segID(n+1), []catalogtest.Part{
+			{Destination: "bulk", Rows: bulk},
+			{Destination: "tiny", Rows: []catalogtest.Row{catalogtest.Ins(100+uint64(n), 1, item(int64(n), "tiny", nil))}},
+		})
+		data, err := store.Get(t.Context(), m.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		segBytes = max(segBytes, int64(len(data)))
+		metas = append(metas, m)
+	}
+	var packBytes int64
+	for n := range 2 {
+		m := catalogtest.Write(t, store, catalogtest.Items, "solo", fmt.Sprintf("solo-%d", n), []catalogtest.Row{
+			catalogtest.Ins(110+uint64(n), 1, item(int64(n), "solo", nil)),
+		})
+		data, err := store.Get(t.Context(), m.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		packBytes = max(packBytes, int64(len(data)))
+		metas = append(metas, m)
+	}
+	// tiny's two shares together are far below one solo pack, which is far
+	// below a segment.
+	if tinyShares := 2 * segBytes / (bulkRows + 1); tinyShares*4 > packBytes || packBytes*4 > segBytes {
+		t.Fatalf("sizes do not separate the cases: segments %d bytes, packs %d, tiny's shares about %d", segBytes, packBytes, tinyShares)
+	}
+	index(t, c, store, metas...)
+	var l catalog.Lease
+	lpublish(t, c, &l)
+	table := catalogtest.Items.Name
+	for _, tc := range []struct {
+		name  string
+		small int64
+		want  []string
+	}{
+		// Each segment is small by its whole size: bulk's shares (nearly
+		// the whole file each) add up to the bound, tiny's do not.
+		{"segments under the bound", segBytes + 1, []string{table + "/bulk"}},
+		// bulk's share of each segment is over the bound: not small (half
+		// the file, a split by destination count, would be small and add
+		// up to it); tiny's and solo's small members add up to less.
+		{"bulk's share over the bound", segBytes * 3 / 5, []string{}},
+		// solo's two packs, each under the bound, add up to it; tiny's
+		// shares are smaller still but add up to far less.
+		{"packs under the bound", packBytes + 1, []string{table + "/solo"}},
+	} {
+		got, err := c.CompactCandidates(t.Context(), store.ID(), catalog.CompactPolicy{MinPacks: 100, SmallBytes: tc.small, MaxBytes: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s (compact_small_bytes %d; segments %d bytes, packs %d): the small trigger chose %v, want %v", tc.name, tc.small, segBytes, packBytes, got, tc.want)
+		}
+	}
+	// The member-count trigger is unchanged: every destination with two
+	// members.
+	got, err := c.CompactCandidates(t.Context(), store.ID(), catalog.CompactPolicy{MinPacks: 2, SmallBytes: 1, MaxBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(got)
+	if want := []string{table + "/bulk", table + "/solo", table + "/tiny"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("compact_min_packs 2 chose %v, want %v", got, want)
 	}
 }

@@ -56,3 +56,22 @@ func SetPurgeNoRewrite(on bool) func() {
 	purgeNoRewrite = on
 	return func() { purgeNoRewrite = old }
 }
+
+// CompactCandidates is the (destination, table)s a trigger of p chose at
+// the latest snapshot, as "table/destination", in the order Compact takes
+// them.
+func (c *Catalog) CompactCandidates(ctx context.Context, storeID string, p CompactPolicy) ([]string, error) {
+	latest, err := c.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cands, err := c.compactCandidates(ctx, latest.Version, storeID, p, "")
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, cd := range cands {
+		out = append(out, cd.table+"/"+cd.destination)
+	}
+	return out, nil
+}

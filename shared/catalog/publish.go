@@ -24,9 +24,12 @@ type Lease struct {
 
 const nowMicros = "toUnixTimestamp64Micro(now64(6))"
 
-// tiny are the settings of the publish path's statements, which read a few
-// rows of small tables: one thread per pipeline (on a loaded machine every
-// extra thread is a hand-off that waits for a core).
+// tiny are the settings of the statements that read a few rows of small
+// coordination tables (the watermark, lease, pins, retention and version
+// floor; never a rows table): the publish path's, and the snapshot and
+// status reads (Latest, Snapshot, RetainedSnapshots, Pins, a read's version
+// check). One thread per pipeline: on a loaded machine every extra thread
+// is a hand-off that waits for a core.
 const tiny = " SETTINGS max_threads = 1"
 
 // watermarkScalar is one read of the watermark for a publish at version:

@@ -64,7 +64,7 @@ func (c *Catalog) Snapshots(ctx context.Context) ([]Snapshot, error) {
 func (c *Catalog) Snapshot(ctx context.Context, version uint64) (Snapshot, error) {
 	// The watermark row records the cumulative pack count, so one row of
 	// its sort key answers (the snapshots view sums over the history).
-	res, err := c.conn.Query(ctx, "SELECT version, publish_id, published_at, through_lsn, new_packs, packs FROM "+ident(c.n.watermark())+" WHERE version = "+u64(version))
+	res, err := c.conn.Query(ctx, "SELECT version, publish_id, published_at, through_lsn, new_packs, packs FROM "+ident(c.n.watermark())+" WHERE version = "+u64(version)+tiny)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading snapshot %d: %w", version, err)
 	}
@@ -76,14 +76,16 @@ func (c *Catalog) Snapshot(ctx context.Context, version uint64) (Snapshot, error
 
 // latestVersionSQL reads the newest published version: no row when nothing
 // is published. Read in the sort key's order, it reads the last granule of
-// each part, not every snapshot's row (a max() would).
+// each part, not every snapshot's row (a max() would). Run alone it takes
+// tiny; it carries no settings itself, since it is also a subquery of
+// statements that scan a rows table (latestViewSQL).
 func (c *Catalog) latestVersionSQL() string {
 	return "SELECT version FROM " + ident(c.n.watermark()) + " ORDER BY version DESC LIMIT 1"
 }
 
 // Latest returns the newest published snapshot, or ErrNoSnapshot.
 func (c *Catalog) Latest(ctx context.Context) (Snapshot, error) {
-	res, err := c.conn.Query(ctx, c.latestVersionSQL())
+	res, err := c.conn.Query(ctx, c.latestVersionSQL()+tiny)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading latest snapshot: %w", err)
 	}
@@ -100,7 +102,7 @@ func (c *Catalog) Latest(ctx context.Context) (Snapshot, error) {
 // checked on every call (one statement).
 func (c *Catalog) resolveVersion(ctx context.Context, version uint64, continuing bool) (uint64, error) {
 	if version == 0 {
-		res, err := c.conn.Query(ctx, c.latestVersionSQL())
+		res, err := c.conn.Query(ctx, c.latestVersionSQL()+tiny)
 		if err != nil {
 			return 0, fmt.Errorf("reading latest snapshot: %w", err)
 		}

@@ -148,7 +148,7 @@ func (c *Catalog) recordVersionFloor(ctx context.Context) (uint64, error) {
 // below the version floor (it was published before a rebuild, and its
 // snapshot no longer exists).
 func (c *Catalog) missingVersion(ctx context.Context, version uint64) error {
-	res, err := c.conn.Query(ctx, "SELECT ifNull(max(version), 0) FROM "+ident(c.n.versionFloor()))
+	res, err := c.conn.Query(ctx, "SELECT ifNull(max(version), 0) FROM "+ident(c.n.versionFloor())+tiny)
 	if err == nil && len(res.Rows) == 1 {
 		if floor := asUint(res.Rows[0][0]); version <= floor {
 			return fmt.Errorf("%w: %w: version %d was published before the catalog was rebuilt; the rebuilt catalog's versions start above %d", ErrNoSnapshot, ErrRebuiltPast, version, floor)

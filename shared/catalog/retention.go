@@ -163,7 +163,7 @@ func (c *Catalog) RetentionState(ctx context.Context) (Retention, error) {
 // retained (at or above the expiry horizon, or pinned) or, for a
 // continuing read, at or above the GC horizon. One statement.
 func (c *Catalog) checkRetained(ctx context.Context, version uint64, continuing bool) error {
-	q := fmt.Sprintf("SELECT (SELECT count() FROM %s WHERE version = %d), %s, %s, (SELECT argMax(pinned, (at, pin_id)) FROM %s WHERE version = %d)",
+	q := fmt.Sprintf("SELECT (SELECT count() FROM %s WHERE version = %d), %s, %s, (SELECT argMax(pinned, (at, pin_id)) FROM %s WHERE version = %d)"+tiny,
 		ident(c.n.watermark()), version, c.horizonSQL(), c.gcHorizonSQL(), ident(c.n.pins()), version)
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
@@ -257,7 +257,7 @@ func (c *Catalog) UnpinSnapshot(ctx context.Context, version uint64) error {
 
 // Pins returns every pinned version.
 func (c *Catalog) Pins(ctx context.Context) (map[uint64]Pin, error) {
-	res, err := c.conn.Query(ctx, "SELECT version, argMax((pinned, reason, at), (at, pin_id)) AS s FROM "+ident(c.n.pins())+" GROUP BY version HAVING s.1 = 1 ORDER BY version")
+	res, err := c.conn.Query(ctx, "SELECT version, argMax((pinned, reason, at), (at, pin_id)) AS s FROM "+ident(c.n.pins())+" GROUP BY version HAVING s.1 = 1 ORDER BY version"+tiny)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot pins: %w", err)
 	}
@@ -307,7 +307,7 @@ func (c *Catalog) RetainedSnapshots(ctx context.Context, q SnapshotPage) ([]Snap
 	if q.Before > 0 {
 		keep += " AND version < " + u64(q.Before)
 	}
-	res, err := c.conn.Query(ctx, fmt.Sprintf("SELECT version, publish_id, published_at, through_lsn, new_packs, packs FROM %s WHERE %s ORDER BY version DESC LIMIT %d",
+	res, err := c.conn.Query(ctx, fmt.Sprintf("SELECT version, publish_id, published_at, through_lsn, new_packs, packs FROM %s WHERE %s ORDER BY version DESC LIMIT %d"+tiny,
 		ident(c.n.watermark()), keep, q.Limit+1))
 	if err != nil {
 		return nil, 0, fmt.Errorf("listing snapshots: %w", err)
