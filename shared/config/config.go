@@ -157,7 +157,8 @@ type Catalog struct {
 	// CompactMinPacks: a destination's table with at least this many
 	// members is compacted (default 16, at least 2).
 	CompactMinPacks int `yaml:"compact_min_packs"`
-	// CompactSmallBytes: a member below this size is small; a
+	// CompactSmallBytes: a member below this size is small (a shared
+	// segment's member counts its destination's share of the file); a
 	// destination's table whose small members add up to it is compacted
 	// too (default 8 MiB).
 	CompactSmallBytes int64 `yaml:"compact_small_bytes"`
