@@ -20,6 +20,7 @@ var Spec = stack.Spec{Name: "flusher", Needs: stack.Needs{State: true, Packs: tr
 		if err != nil {
 			return stack.Component{}, err
 		}
-		return stack.Component{Name: "flusher", Run: f.Run, Status: func() any { return f.Status() }}, nil
+		return stack.Component{Name: "flusher", Run: f.Run, Status: func() any { return f.Status() },
+			Summary: func() any { return f.Summary() }}, nil
 	},
 }

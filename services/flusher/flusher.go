@@ -67,6 +67,10 @@ func (f *Flusher) Run(ctx context.Context) error { return f.mgr.Run(ctx) }
 // Status returns the flusher's state.
 func (f *Flusher) Status() Status { return f.mgr.Status() }
 
+// Summary is Status with only its halted destinations and no state
+// counts: what periodic samplers and `sluice wait` read.
+func (f *Flusher) Summary() Status { return f.mgr.Summary() }
+
 // Resume clears a halted destination.
 func (f *Flusher) Resume(destination string) bool { return f.mgr.Resume(destination) }
 

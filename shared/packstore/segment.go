@@ -253,8 +253,12 @@ func withDestinations(schema *arrow.Schema, rec arrow.RecordBatch, ranges []Segm
 	b := array.NewStringBuilder(memory.DefaultAllocator)
 	defer b.Release()
 	b.Reserve(int(rec.NumRows()))
+	data := 0
 	for _, r := range ranges {
-		b.ReserveData(int(r.Rows) * len(r.Destination))
+		data += int(r.Rows) * len(r.Destination)
+	}
+	b.ReserveData(data) // once: per range, each reservation regrew the buffer
+	for _, r := range ranges {
 		for i := int64(0); i < r.Rows; i++ {
 			b.Append(r.Destination)
 		}

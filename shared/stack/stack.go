@@ -179,6 +179,10 @@ type Component struct {
 	Name   string
 	Run    func(context.Context) error
 	Status func() any
+	// Summary is a cheap status for what polls (the UI's series, `sluice
+	// wait` through GET /api/v1/status?view=halts): what needs attention,
+	// not every destination's state. nil: Status.
+	Summary func() any
 }
 
 // Serve runs the HTTP server and the components until ctx ends or one of

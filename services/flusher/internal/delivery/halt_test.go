@@ -43,6 +43,10 @@ func TestBadInputHaltsOnlyItsDestination(t *testing.T) {
 		}
 		return good && bad
 	})
+	// The summary `sluice wait` polls lists the halted destination alone.
+	if sm := r.m.Summary(); len(sm.Destinations) != 1 || sm.Destinations[0].Destination != "bad" || sm.Destinations[0].State != StateHalted || sm.Destinations[0].LastError == "" {
+		t.Fatalf("summary destinations %+v, want bad halted alone", sm.Destinations)
+	}
 	e.publish(t, "good", []pt.Row{{ID: 2, LSN: 12, Seq: 1}})
 	waitFor(t, 10*time.Second, "good keeps flowing", func() bool { return e.cursor(t, "good") == proto.Position{LSN: 12, Seq: 1} })
 	if c := e.cursor(t, "bad"); !c.IsZero() {

@@ -91,7 +91,8 @@ type item struct {
 	delivered   uint64
 	src         arrow.RecordBatch // nil once released
 	lo, hi      int64
-	sc          *arrow.Schema // the slice's schema: src's without proto.ColDestination
+	sc          *arrow.Schema    // the slice's schema: src's without proto.ColDestination
+	cols        *resolve.Columns // src's columns resolve reads, shared by the message's slices (nil: resolve finds them)
 	table, fp   string
 	first, last proto.Position
 	rows, bytes int64
@@ -99,7 +100,9 @@ type item struct {
 }
 
 // span is the slice's rows in place, for resolve.Plan.
-func (it *item) span() resolve.Span { return resolve.Span{Rec: it.src, Lo: it.lo, Hi: it.hi} }
+func (it *item) span() resolve.Span {
+	return resolve.Span{Rec: it.src, Lo: it.lo, Hi: it.hi, Cols: it.cols}
+}
 
 // release drops the slice's reference to its message batch.
 func (it *item) release() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/flusher/internal/core"
+	"github.com/sluice-cdc/sluice/services/flusher/internal/resolve"
 	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/natsotel"
 	"github.com/sluice-cdc/sluice/shared/natsx"
@@ -217,13 +218,16 @@ func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) ([]*ite
 	if err != nil {
 		return nil, err
 	}
+	// A batch resolve cannot read halts the destinations at their flush
+	// (resolve finds the columns again and fails), not here.
+	cols, _ := resolve.ColumnsOf(rec, sc)
 	its := make([]*item, 0, len(runs))
 	left, rows := total, rec.NumRows()
 	for k, r := range runs {
 		if r.Lo >= r.Hi {
 			return nil, fmt.Errorf("%w: empty destination run", ErrBadMessage)
 		}
-		it := &item{m: shared, dest: r.Destination, seq: seq, delivered: delivered, src: rec, lo: r.Lo, hi: r.Hi, sc: sc,
+		it := &item{m: shared, dest: r.Destination, seq: seq, delivered: delivered, src: rec, lo: r.Lo, hi: r.Hi, sc: sc, cols: cols,
 			table: table, fp: fp, link: link, rows: r.Hi - r.Lo}
 		it.first, it.last = positions(lsn, seqs, r.Lo, r.Hi)
 		its = append(its, it)

@@ -101,6 +101,32 @@ func (m *Manager) Status() Status {
 	return st
 }
 
+// Summary is Status with only the halted destinations in Destinations and
+// no States: what a periodic sampler or `sluice wait` polls, without
+// building, sending and parsing every destination's status (at 10,000
+// destinations the full status every 200 ms was 2 MB of JSON per poll).
+func (m *Manager) Summary() Status {
+	now := time.Now()
+	m.mu.Lock()
+	st := Status{ID: m.id, Members: m.members, BufferedRows: m.totalRows, BufferedBytes: m.totalBytes,
+		MemoryBudget: int64(m.dc.MemoryBudget), RowsTarget: m.rowsTarget, Queued: len(m.queue),
+		Destinations: []DestinationStatus{}}
+	for id := range m.parts {
+		st.OwnedPartitions = append(st.OwnedPartitions, id)
+	}
+	for _, d := range m.dests {
+		if d.c.Halted() {
+			st.Destinations = append(st.Destinations, DestinationStatus{Destination: d.name, Partition: d.part.id,
+				State: m.stateLocked(d, now), Cursor: d.c.Cursor().String(), LastPack: d.lastPack, LastError: d.haltErr.Error(),
+				HeldMessages: d.c.Pending()})
+		}
+	}
+	m.mu.Unlock()
+	sort.Ints(st.OwnedPartitions)
+	sort.Slice(st.Destinations, func(i, j int) bool { return st.Destinations[i].Destination < st.Destinations[j].Destination })
+	return st
+}
+
 func (m *Manager) updateGaugesLocked() {
 	now := time.Now()
 	m.m.bufferedRows.Set(float64(m.totalRows))

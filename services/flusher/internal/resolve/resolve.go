@@ -60,6 +60,33 @@ func Resolve(mem memory.Allocator, recs []arrow.RecordBatch) (arrow.RecordBatch,
 type Span struct {
 	Rec    arrow.RecordBatch
 	Lo, Hi int64
+	// Cols are Rec's columns as Plan reads them (ColumnsOf), found once
+	// for a batch many spans share; nil: found by Plan.
+	Cols *Columns
+}
+
+// Columns are the columns Plan reads of one batch.
+type Columns struct{ c spanCols }
+
+// ColumnsOf finds the columns Plan reads of rec, whose rows have schema's
+// primary key (proto.MetaPrimaryKey).
+func ColumnsOf(rec arrow.RecordBatch, schema *arrow.Schema) (*Columns, error) {
+	c, err := columnsOf(rec, primaryKey(schema))
+	if err != nil {
+		return nil, err
+	}
+	return &Columns{c}, nil
+}
+
+// primaryKey is the primary key columns schema's metadata names.
+func primaryKey(schema *arrow.Schema) []string {
+	var pk []string
+	if v, ok := schema.Metadata().GetValue(proto.MetaPrimaryKey); ok && v != "" {
+		for _, name := range strings.Split(v, ",") {
+			pk = append(pk, strings.TrimSpace(name))
+		}
+	}
+	return pk
 }
 
 // Ref is one row of a Plan's spans: row Row of spans[Span].Rec.
@@ -75,12 +102,7 @@ func Plan(schema *arrow.Schema, spans []Span) ([]Ref, Stats, error) {
 	if len(spans) == 0 {
 		return nil, st, fmt.Errorf("resolving: %w: no batches", ErrSchema)
 	}
-	var pk []string
-	if v, ok := schema.Metadata().GetValue(proto.MetaPrimaryKey); ok && v != "" {
-		for _, name := range strings.Split(v, ",") {
-			pk = append(pk, strings.TrimSpace(name))
-		}
-	}
+	pk := primaryKey(schema)
 	cols := make([]spanCols, len(spans))
 	n := 0
 	for k, s := range spans {
@@ -88,6 +110,10 @@ func Plan(schema *arrow.Schema, spans []Span) ([]Ref, Stats, error) {
 			return nil, st, fmt.Errorf("resolving: %w: rows [%d, %d) of a batch of %d", ErrSchema, s.Lo, s.Hi, s.Rec.NumRows())
 		}
 		n += int(s.Hi - s.Lo)
+		if s.Cols != nil {
+			cols[k] = s.Cols.c
+			continue
+		}
 		if k > 0 && s.Rec == spans[k-1].Rec {
 			cols[k] = cols[k-1]
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -51,7 +52,10 @@ type Deps struct {
 	JS       jetstream.JetStream
 	Config   config.Config
 	Statuses map[string]func() any
-	Log      *slog.Logger
+	// Summaries are cheap statuses of the same components, for the
+	// series sampler (stack.Component.Summary); nil: Statuses.
+	Summaries map[string]func() any
+	Log       *slog.Logger
 	// States are the destination lifecycle states (lifecycle.go); nil in
 	// a process without the state database.
 	States *state.DestinationStates
@@ -79,7 +83,11 @@ func Register(h *httpx.Server, d Deps) *Series {
 	registerPurge(h, a)
 	registerExport(h, a)
 	registerResyncs(h, a)
-	series := NewSeries(d.Statuses, 0)
+	sampled := d.Summaries
+	if sampled == nil {
+		sampled = d.Statuses
+	}
+	series := NewSeries(sampled, 0)
 	h.Handle("GET /api/v1/series", http.HandlerFunc(series.serve))
 	return series
 }
@@ -142,6 +150,24 @@ func (a *handler) status(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	s := Status{Services: map[string]any{}, Time: time.Now().UTC()}
+	switch v := r.URL.Query().Get("view"); v {
+	case "":
+	case "halts":
+		// Only what a halt check needs (`sluice wait` polls it): every
+		// service's summary (a flusher's lists its halted destinations
+		// alone), no snapshot, no streams.
+		for name, f := range a.d.Statuses {
+			if sf, ok := a.d.Summaries[name]; ok {
+				f = sf
+			}
+			s.Services[name] = f()
+		}
+		writeJSON(w, http.StatusOK, s)
+		return
+	default:
+		a.fail(w, errors.Join(ErrBadRequest, fmt.Errorf("view %q: want halts, or none for the full status", v)))
+		return
+	}
 	for name, f := range a.d.Statuses {
 		s.Services[name] = f()
 	}

@@ -234,3 +234,34 @@ func TestDestinationsRefuseUntypedStatus(t *testing.T) {
 		t.Fatalf("untyped flusher status: code %d, want 500", code)
 	}
 }
+
+// TestStatusHaltsView: GET /api/v1/status?view=halts answers every
+// service's summary where it has one (the flusher's lists its halted
+// destinations alone) and refuses an unknown view.
+func TestStatusHaltsView(t *testing.T) {
+	full := fakeFlusher(1000)
+	halted := flusher.Status{Destinations: []flusher.DestinationStatus{{Destination: "t1", State: "halted", LastError: "boom"}}}
+	a := &handler{d: Deps{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Statuses:  map[string]func() any{"flusher": func() any { return full }, "reader": func() any { return map[string]any{"halted_tables": map[string]string{}} }},
+		Summaries: map[string]func() any{"flusher": func() any { return halted }}}}
+	rec := httptest.NewRecorder()
+	a.status(rec, httptest.NewRequest(http.MethodGet, "/api/v1/status?view=halts", nil))
+	var got struct {
+		Services struct {
+			Flusher flusher.Status `json:"flusher"`
+			Reader  map[string]any `json:"reader"`
+		} `json:"services"`
+		Streams []StreamStatus `json:"streams"`
+	}
+	if err := json.NewDecoder(rec.Body).Decode(&got); err != nil || rec.Code != 200 {
+		t.Fatalf("code %d: %v", rec.Code, err)
+	}
+	if d := got.Services.Flusher.Destinations; len(d) != 1 || d[0].Destination != "t1" || got.Services.Reader == nil || got.Streams != nil {
+		t.Fatalf("halts view: %+v", got)
+	}
+	rec = httptest.NewRecorder()
+	a.status(rec, httptest.NewRequest(http.MethodGet, "/api/v1/status?view=everything", nil))
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("unknown view: code %d", rec.Code)
+	}
+}

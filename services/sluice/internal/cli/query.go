@@ -11,6 +11,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -394,6 +395,11 @@ func printStatus(w io.Writer, raw []byte) error {
 // destination whose cursor is below target (its changes after the cursor
 // are not flushed; whether one is at or below target is unknown, so it
 // counts as holding one).
+// haltsView asks GET /api/v1/status for what a halt check reads: the
+// services' summaries (halted destinations only), no snapshot or streams.
+// A server without views answers the full status, which holds the same.
+var haltsView = url.Values{"view": {"halts"}}
+
 func heldAtOrBelow(ctx context.Context, c *client, target proto.LSN) ([]string, error) {
 	var st struct {
 		Services struct {
@@ -411,7 +417,7 @@ func heldAtOrBelow(ctx context.Context, c *client, target proto.LSN) ([]string, 
 			} `json:"flusher"`
 		} `json:"services"`
 	}
-	if err := c.get(ctx, "/api/v1/status", nil, &st); err != nil {
+	if err := c.get(ctx, "/api/v1/status", haltsView, &st); err != nil {
 		return nil, fmt.Errorf("reading the halted tables and destinations: %w", err)
 	}
 	var out []string
@@ -454,7 +460,7 @@ func recoveringAtOrBelow(ctx context.Context, c *client, target proto.LSN, throu
 			} `json:"reader"`
 		} `json:"services"`
 	}
-	if err := c.get(ctx, "/api/v1/status", nil, &st); err != nil {
+	if err := c.get(ctx, "/api/v1/status", haltsView, &st); err != nil {
 		return err.Error()
 	}
 	got, err := proto.ParseLSN(through)

@@ -95,14 +95,17 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	if err != nil {
 		return err
 	}
-	statuses := map[string]func() any{}
+	statuses, summaries := map[string]func() any{}, map[string]func() any{}
 	for _, c := range comps {
-		statuses[c.Name] = c.Status
+		statuses[c.Name], summaries[c.Name] = c.Status, c.Status
+		if c.Summary != nil {
+			summaries[c.Name] = c.Summary
+		}
 	}
 	states, resyncs, closeStates := destinationStates(ctx, st)
 	defer closeStates()
 	lk := links(cfg, st)
-	series := api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Log: st.Log, States: states, Resyncs: resyncs, Links: lk})
+	series := api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Summaries: summaries, Log: st.Log, States: states, Resyncs: resyncs, Links: lk})
 
 	var traffic sync.WaitGroup
 	trafficCtx, stopTraffic := context.WithCancel(ctx)
