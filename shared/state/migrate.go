@@ -145,6 +145,10 @@ func migrateTx(ctx context.Context, tx pgx.Tx, schema string) error {
 			term        bigint NOT NULL,
 			updated_at  timestamptz NOT NULL)`,
 		`CREATE INDEX IF NOT EXISTS cursors_partition_idx ON ` + s + `.cursors (partition)`,
+		// Every flush rewrites its destination's row (10,000 a second at
+		// 10,000 tenants): room on each page keeps the updates HOT (no
+		// index entries), about a third cheaper (BenchmarkAdvanceMany).
+		`ALTER TABLE ` + s + `.cursors SET (fillfactor = 50)`,
 		// Destination lifecycle (destinations.go): additive, so no version
 		// bump; an older build simply ignores the table.
 		`CREATE SEQUENCE IF NOT EXISTS ` + s + `.destination_states_version`,
