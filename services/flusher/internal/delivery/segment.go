@@ -151,7 +151,8 @@ func (m *Manager) resolveParts(job *flushJob) (parts []resolvedPart, heldBytes i
 // resolvePart resolves items (one table, one schema) in place: which of
 // their rows survive (resolve.Plan), nothing copied. Rows carrying values
 // by reference are gathered at once and the values put back (segments
-// never hold a reference). held estimates what the part adds to the
+// never hold a reference), and so are parts of gatherOnWorker rows or
+// more. held estimates what the part adds to the
 // memory its items hold: its row references, or the materialized batch
 // (the items' counted bytes in the proportion of rows kept).
 func (m *Manager) resolvePart(job *flushJob, table, fp string, items []*item) (resolvedPart, int64, error) {
@@ -166,7 +167,7 @@ func (m *Manager) resolvePart(job *flushJob, table, fp string, items []*item) (r
 	if err != nil {
 		return resolvedPart{}, 0, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
 	}
-	if !resolve.HasClaims(schema) {
+	if !resolve.HasClaims(schema) && st.Out < gatherOnWorker {
 		for _, sp := range spans {
 			sp.Rec.Retain()
 		}
@@ -177,17 +178,27 @@ func (m *Manager) resolvePart(job *flushJob, table, fp string, items []*item) (r
 	if err != nil {
 		return resolvedPart{}, 0, permanentErr{fmt.Errorf("resolving %s/%s: %w", job.d.name, table, err)}
 	}
+	held := bytes
+	if st.In > 0 {
+		held = bytes * st.Out / st.In
+	}
+	if !resolve.HasClaims(schema) {
+		return resolvedPart{table: table, fp: fp, schema: schema, rec: resolved, rows: st.Out}, held, nil
+	}
 	inl, err := m.inlineClaims(job.ctx, resolved)
 	resolved.Release()
 	if err != nil {
 		return resolvedPart{}, 0, fmt.Errorf("writing segment for %s/%s: %w", job.d.name, table, err)
 	}
-	held := bytes
-	if st.In > 0 {
-		held = bytes * st.Out / st.In
-	}
 	return resolvedPart{table: table, fp: arrowcodec.Fingerprint(inl.Schema()), schema: inl.Schema(), rec: inl, rows: st.Out}, held, nil
 }
+
+// gatherOnWorker is the rows from which a part is gathered on the worker
+// that resolves it, in parallel with the other workers, rather than by
+// the committer: a large destination's copy stays off the group commit's
+// path, as it was before parts were planned; the many small parts of
+// many tenants stay planned (gathered once per segment).
+const gatherOnWorker = 256
 
 func releaseParts(parts []resolvedPart) {
 	for _, p := range parts {
