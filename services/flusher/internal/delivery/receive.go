@@ -353,6 +353,7 @@ func (m *Manager) bufferedLocked(p *part, d *dest, it *item) {
 	m.totalBytes += it.bytes
 	if it.m.buffered == 0 {
 		p.held++ // messages, as the consumer's max_ack_pending counts them
+		m.held[it.m] = struct{}{}
 	}
 	it.m.buffered++
 	switch {
