@@ -12,18 +12,33 @@ import (
 )
 
 // Frontier is the through_lsn sampling state machine (ARCHITECTURE.md
-// "Frontiers"). It is driven by Step from one goroutine; State may be read
-// from any.
+// "Frontiers"), pipelined: every Step takes a new sample (L, S1) while
+// earlier ones are still being proven, and each sample goes through the
+// stages on its own (flushers past S1, then S2 sampled, then the indexer
+// past S2). Samples are proven in the order taken (S1 and S2 only grow),
+// so a change waits for one proof, not for the proof under way and then
+// its own (about a flush interval each). It is driven by Step from one
+// goroutine; State may be read from any.
 type Frontier struct {
 	js         jetstream.JetStream
 	partitions int
 
-	mu      sync.Mutex // guards the fields below for State
-	stage   int        // 0 sample L and S1, 1 wait for flushers >= S1, 2 wait for the indexer >= S2
-	target  proto.LSN  // L being proven
-	s1, s2  uint64
-	through proto.LSN // the highest L proven
+	mu      sync.Mutex       // guards the fields below for State
+	samples []frontierSample // oldest first, at most maxSamples
+	through proto.LSN        // the highest L proven
 }
+
+// frontierSample is one L being proven: stage 1 waits for the flushers to
+// pass s1, stage 2 for the indexer to pass s2.
+type frontierSample struct {
+	l      proto.LSN
+	s1, s2 uint64
+	stage  int
+}
+
+// maxSamples bounds the samples under proof (a Step every publisher
+// interval, proofs about a flush interval long: a few are under way).
+const maxSamples = 32
 
 // NewFrontier returns a frontier over the pipeline's streams and consumers.
 func NewFrontier(js jetstream.JetStream, partitions int) *Frontier {
@@ -32,11 +47,15 @@ func NewFrontier(js jetstream.JetStream, partitions int) *Frontier {
 
 var stageNames = []string{"sampling router", "waiting for flushers", "waiting for indexer"}
 
-// State returns the current stage and the L it is proving.
+// State returns the stage of the oldest sample under proof and the L it
+// is proving.
 func (f *Frontier) State() (string, proto.LSN) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return stageNames[f.stage], f.target
+	if len(f.samples) == 0 {
+		return stageNames[0], f.through
+	}
+	return stageNames[f.samples[0].stage], f.samples[0].l
 }
 
 // Through returns the highest LSN proven so far.
@@ -46,51 +65,112 @@ func (f *Frontier) Through() proto.LSN {
 	return f.through
 }
 
-// Step advances the state machine as far as the current consumer states
-// allow (at most one full cycle) and returns the highest proven LSN.
+// Step takes a new sample (when L moved past the newest one), moves every
+// sample as far as the consumer states read now allow, and returns the
+// highest proven LSN. Each consumer's state is read once per Step, after
+// the samples it is checked against were taken.
 func (f *Frontier) Step(ctx context.Context) (proto.LSN, error) {
-	for range 3 {
-		f.mu.Lock()
-		stage := f.stage
-		f.mu.Unlock()
-		switch stage {
-		case 0:
-			l, s1, err := f.sample(ctx)
-			if err != nil {
-				return f.Through(), err
-			}
+	f.mu.Lock()
+	n := len(f.samples)
+	var newest proto.LSN
+	if n > 0 {
+		newest = f.samples[n-1].l
+	}
+	f.mu.Unlock()
+	var sampleErr error
+	if n < maxSamples {
+		l, s1, err := f.sample(ctx)
+		switch {
+		case err != nil:
+			sampleErr = err // the samples taken before still move
+		case n == 0 || l > newest:
 			f.mu.Lock()
-			f.target, f.s1, f.stage = l, s1, 1
+			f.samples = append(f.samples, frontierSample{l: l, s1: s1, stage: 1})
 			f.mu.Unlock()
-		case 1:
-			ok, err := f.flushersPassed(ctx)
-			if err != nil || !ok {
-				return f.Through(), err
-			}
-			s2, err := f.lastSeq(ctx, proto.StreamPacks)
-			if err != nil {
-				return f.Through(), err
-			}
-			f.mu.Lock()
-			f.s2, f.stage = s2, 2
-			f.mu.Unlock()
-		case 2:
-			f.mu.Lock()
-			s2 := f.s2
-			f.mu.Unlock()
-			ok, err := f.passed(ctx, proto.StreamPacks, proto.ConsumerIndexer, s2)
-			if err != nil || !ok {
-				return f.Through(), err
-			}
-			f.mu.Lock()
-			f.through = max(f.through, f.target)
-			f.stage = 0
-			through := f.through
-			f.mu.Unlock()
-			return through, nil
 		}
 	}
-	return f.Through(), nil
+	if err := f.flushersStep(ctx); err != nil {
+		return f.Through(), err
+	}
+	if err := f.indexerStep(ctx); err != nil {
+		return f.Through(), err
+	}
+	return f.Through(), sampleErr
+}
+
+// waiting returns the S (s1 or s2) of the oldest sample at stage, or
+// false when none is.
+func (f *Frontier) waiting(stage int) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.samples {
+		if s.stage == stage {
+			if stage == 1 {
+				return s.s1, true
+			}
+			return s.s2, true
+		}
+	}
+	return 0, false
+}
+
+// flushersStep moves every sample whose S1 all the flushers passed to
+// stage 2, with S2 = PACKS' last sequence read after that was seen.
+func (f *Frontier) flushersStep(ctx context.Context) error {
+	if _, ok := f.waiting(1); !ok {
+		return nil
+	}
+	floors := make([]floor, f.partitions)
+	for p := range f.partitions {
+		fl, err := f.floor(ctx, proto.StreamRouted, proto.ConsumerFlusher(p))
+		if err != nil {
+			return err
+		}
+		floors[p] = fl
+	}
+	passed := func(s1 uint64) bool {
+		for _, fl := range floors {
+			if !fl.passed(s1) {
+				return false
+			}
+		}
+		return true
+	}
+	if s1, _ := f.waiting(1); !passed(s1) {
+		return nil
+	}
+	s2, err := f.lastSeq(ctx, proto.StreamPacks)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.samples {
+		if s := &f.samples[i]; s.stage == 1 && passed(s.s1) {
+			s.s2, s.stage = s2, 2
+		}
+	}
+	return nil
+}
+
+// indexerStep proves every sample whose S2 the indexer passed.
+func (f *Frontier) indexerStep(ctx context.Context) error {
+	if _, ok := f.waiting(2); !ok {
+		return nil
+	}
+	fl, err := f.floor(ctx, proto.StreamPacks, proto.ConsumerIndexer)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := 0
+	for k < len(f.samples) && f.samples[k].stage == 2 && fl.passed(f.samples[k].s2) {
+		f.through = max(f.through, f.samples[k].l)
+		k++
+	}
+	f.samples = append(f.samples[:0], f.samples[k:]...)
+	return nil
 }
 
 // sample reads L (the Sluice-Through of the message at the router's ack
@@ -150,32 +230,31 @@ func (f *Frontier) lastSeq(ctx context.Context, stream string) (uint64, error) {
 	return si.State.LastSeq, nil
 }
 
-func (f *Frontier) flushersPassed(ctx context.Context) (bool, error) {
-	f.mu.Lock()
-	s1 := f.s1
-	f.mu.Unlock()
-	for p := range f.partitions {
-		ok, err := f.passed(ctx, proto.StreamRouted, proto.ConsumerFlusher(p), s1)
-		if err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
+// floor is a consumer's state as the frontier reads it.
+type floor struct {
+	ackFloor uint64 // stream sequence
+	idle     bool   // nothing pending, nothing awaiting an ack
+	missing  bool   // the consumer does not exist (it has not passed)
 }
 
-// passed reports whether consumer name on stream has an ack floor at or
-// past seq, or nothing pending. A missing consumer has not passed.
-func (f *Frontier) passed(ctx context.Context, stream, name string, seq uint64) (bool, error) {
+// passed reports whether the consumer has an ack floor at or past seq, or
+// nothing pending.
+func (fl floor) passed(seq uint64) bool {
+	return !fl.missing && (fl.ackFloor >= seq || fl.idle)
+}
+
+// floor reads consumer name on stream.
+func (f *Frontier) floor(ctx context.Context, stream, name string) (floor, error) {
 	cons, err := f.js.Consumer(ctx, stream, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return false, nil
+		return floor{missing: true}, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("sampling frontier: consumer %s: %w", name, err)
+		return floor{}, fmt.Errorf("sampling frontier: consumer %s: %w", name, err)
 	}
 	ci, err := cons.Info(ctx)
 	if err != nil {
-		return false, fmt.Errorf("sampling frontier: consumer %s: %w", name, err)
+		return floor{}, fmt.Errorf("sampling frontier: consumer %s: %w", name, err)
 	}
-	return ci.AckFloor.Stream >= seq || (ci.NumPending == 0 && ci.NumAckPending == 0), nil
+	return floor{ackFloor: ci.AckFloor.Stream, idle: ci.NumPending == 0 && ci.NumAckPending == 0}, nil
 }
