@@ -48,7 +48,8 @@
 //     the classifier every stage shares.
 //   - Partition messages: a message on proto.RoutedPartitionSubject holds
 //     the rows of many destinations, grouped by proto.ColDestination; each
-//     run becomes a zero-copy slice without that column (what a
+//     run becomes a slice read in place (rows [lo, hi) of the decoded
+//     batch, item.src; no arrays of its own) without that column (what a
 //     per-destination message carried), buffered in its destination. The
 //     core acks the message once every slice is committed (or retired) and
 //     naks it once if one slice was nak'd; the shell acks or naks the
