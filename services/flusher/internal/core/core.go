@@ -194,7 +194,12 @@ type Partition[T Item] struct {
 	// npend counts, per message, the destinations holding it pending.
 	tracks map[uint64]*track
 	npend  map[uint64]int
-	order  []string // dests in creation order (deterministic iteration)
+	// order is dests in creation order (deterministic iteration), ""
+	// where one was forgotten; orderAt indexes it (Forget is O(1), and
+	// compacts once half of order is holes).
+	order   []string
+	orderAt map[string]int
+	holes   int
 	mut    Mutant
 	rec    func(Record) // SetRecorder
 }
@@ -206,7 +211,7 @@ func NewPartition[T Item](id int, term int64, loaded map[string]proto.Position, 
 		loaded = map[string]proto.Position{}
 	}
 	return &Partition[T]{ID: id, term: term, loaded: loaded, dests: map[string]*Dest[T]{}, mut: mut, seeded: mut&SeedAtClaim != 0,
-		tracks: map[uint64]*track{}, npend: map[uint64]int{}}
+		tracks: map[uint64]*track{}, npend: map[uint64]int{}, orderAt: map[string]int{}}
 }
 
 // Term is the lease term the partition was claimed under.
@@ -267,9 +272,11 @@ func (p *Partition[T]) Gen() uint64 { return p.gen }
 
 // Dests are the partition's destinations in creation order.
 func (p *Partition[T]) Dests() []*Dest[T] {
-	out := make([]*Dest[T], len(p.order))
-	for i, n := range p.order {
-		out[i] = p.dests[n]
+	out := make([]*Dest[T], 0, len(p.dests))
+	for _, n := range p.order {
+		if n != "" {
+			out = append(out, p.dests[n])
+		}
 	}
 	return out
 }
@@ -290,6 +297,7 @@ func (p *Partition[T]) Dest(name string) *Dest[T] {
 		d.cursor, d.maxResolved = c, c
 	}
 	p.dests[name] = d
+	p.orderAt[name] = len(p.order)
 	p.order = append(p.order, name)
 	return d
 }
@@ -328,6 +336,9 @@ func (p *Partition[T]) Lose() []T {
 	clear(p.tracks) // nothing is acked or nak'd by the core any more
 	var out []T
 	for _, n := range p.order {
+		if n == "" {
+			continue
+		}
 		d := p.dests[n]
 		out = append(out, d.live...)
 		d.live = nil

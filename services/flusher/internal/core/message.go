@@ -122,10 +122,11 @@ func (p *Partition[T]) Forget(name string) (ok bool) {
 	}
 	delete(p.dests, name)
 	delete(p.loaded, name)
-	for i, n := range p.order {
-		if n == name {
-			p.order = append(p.order[:i], p.order[i+1:]...)
-			break
+	if i, ok := p.orderAt[name]; ok {
+		p.order[i] = ""
+		delete(p.orderAt, name)
+		if p.holes++; p.holes > len(p.order)/2 {
+			p.compactOrder()
 		}
 	}
 	return true
@@ -151,4 +152,17 @@ func (p *Partition[T]) Holds(name string) bool {
 	}
 	_, ok := p.loaded[name]
 	return ok
+}
+
+// compactOrder drops order's holes (forgotten destinations).
+func (p *Partition[T]) compactOrder() {
+	kept := p.order[:0]
+	for _, n := range p.order {
+		if n != "" {
+			p.orderAt[n] = len(kept)
+			kept = append(kept, n)
+		}
+	}
+	clear(p.order[len(kept):])
+	p.order, p.holes = kept, 0
 }

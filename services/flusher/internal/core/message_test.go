@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sluice-cdc/sluice/proto"
@@ -143,5 +145,33 @@ func TestForgetAndLoad(t *testing.T) {
 	p.Load(map[string]proto.Position{"a": c})
 	if !p.Holds("a") || p.Dest("a").Cursor() != c {
 		t.Fatalf("reloaded cursor %s, want %s", p.Dest("a").Cursor(), c)
+	}
+}
+
+// TestForgetKeepsOrder: destinations forgotten leave the creation order of
+// the others (Dests) as it was, across the compaction of order's holes,
+// and a forgotten destination created again comes last.
+func TestForgetKeepsOrder(t *testing.T) {
+	p := NewPartition[tItem](0, 1, nil, 0)
+	var want []string
+	for i := range 10 {
+		n := fmt.Sprintf("d%d", i)
+		p.Dest(n)
+		want = append(want, n)
+	}
+	for _, n := range []string{"d1", "d3", "d4", "d5", "d6", "d8"} { // past half: compacts
+		if !p.Forget(n) {
+			t.Fatalf("Forget(%s) refused an idle destination", n)
+		}
+		want = slices.DeleteFunc(want, func(s string) bool { return s == n })
+	}
+	p.Dest("d3")
+	want = append(want, "d3")
+	var got []string
+	for _, d := range p.Dests() {
+		got = append(got, d.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Dests %v, want %v", got, want)
 	}
 }

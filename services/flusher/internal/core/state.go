@@ -20,7 +20,12 @@ func (p *Partition[T]) Clone() *Partition[T] {
 		u := *t
 		q.tracks[s] = &u
 	}
-	q.order = slices.Clone(p.order)
+	q.order = slices.DeleteFunc(slices.Clone(p.order), func(n string) bool { return n == "" })
+	q.holes = 0
+	q.orderAt = make(map[string]int, len(q.order))
+	for i, n := range q.order {
+		q.orderAt[n] = i
+	}
 	q.dests = make(map[string]*Dest[T], len(p.dests))
 	for n, d := range p.dests {
 		e := *d
@@ -89,7 +94,7 @@ func (p *Partition[T]) AppendState(b []byte, item func([]byte, T) []byte) []byte
 			b = append(b, 0)
 		}
 	}
-	names = slices.Clone(p.order)
+	names = slices.DeleteFunc(slices.Clone(p.order), func(n string) bool { return n == "" })
 	sort.Strings(names)
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, n := range names {
