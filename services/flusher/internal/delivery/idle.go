@@ -34,9 +34,15 @@ func newIdleMetrics(reg prometheus.Registerer) *idleMetrics {
 }
 
 // sweepIdleLocked evicts the destinations idle for delivery.idle_evict; it
-// runs at most every quarter of it (and at least every 10 s).
+// runs at most every quarter of it (and at least every 10 s). Over the
+// memory budget (destinations count destOverhead each) it runs at most
+// every second and evicts every idle destination whatever its idle time.
 func (m *Manager) sweepIdleLocked(now time.Time) {
 	every := min(max(m.dc.IdleEvict/4, 10*time.Millisecond), 10*time.Second)
+	pressed := m.dc.IdleEvict > 0 && m.overBudgetLocked()
+	if pressed {
+		every = min(every, time.Second)
+	}
 	if m.dc.IdleEvict <= 0 || now.Sub(m.lastSweep) < every {
 		return
 	}
@@ -46,9 +52,9 @@ func (m *Manager) sweepIdleLocked(now time.Time) {
 		switch {
 		case busy:
 			d.idleSince = time.Time{}
-		case d.idleSince.IsZero():
+		case d.idleSince.IsZero() && !pressed:
 			d.idleSince = now
-		case now.Sub(d.idleSince) >= m.dc.IdleEvict && !d.part.c.Lost() && d.part.c.Forget(name):
+		case (pressed || now.Sub(d.idleSince) >= m.dc.IdleEvict) && !d.part.c.Lost() && d.part.c.Forget(name):
 			delete(d.part.dests, name)
 			delete(m.dests, name)
 			m.im.evicted.Inc()

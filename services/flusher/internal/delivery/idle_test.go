@@ -85,3 +85,37 @@ func TestIdleDestinationsEvictedAndReloaded(t *testing.T) {
 }
 
 func testValueOK(m *Manager) float64 { return testutilValue(m, "ok") }
+
+// Under memory pressure (each destination in memory counts destOverhead
+// against delivery.memory_budget) idle destinations leave memory at once,
+// long before delivery.idle_evict.
+func TestMemoryPressureEvictsIdleDestinations(t *testing.T) {
+	const n = 400 // 400 KiB of destination state
+	e := newEnv(t, func(c *cfgpkg.Config) {
+		c.Delivery.Partitions = 4
+		c.Delivery.FlushInterval = 200 * time.Millisecond
+		c.Delivery.IdleEvict = time.Hour
+		c.Delivery.MemoryBudget = 256 << 10
+	})
+	r := e.start(t, "a", nil)
+	byPart := map[int][]destRows{}
+	for i := 0; i < n; i++ {
+		d := fmt.Sprintf("mp%03d", i)
+		p := proto.Partition(d, e.cfg.Delivery.Partitions)
+		byPart[p] = append(byPart[p], destRows{d, []pt.Row{{ID: int64(i), LSN: 100, Seq: uint64(i + 1)}}})
+	}
+	for _, parts := range byPart {
+		e.publishParts(t, parts...)
+	}
+	waitFor(t, 60*time.Second, "every destination flushed", func() bool {
+		return e.allPacked(t) && testutilValue(r.m, "ok") >= n
+	})
+	waitFor(t, 30*time.Second, "memory under budget", func() bool {
+		r.m.mu.Lock()
+		defer r.m.mu.Unlock()
+		return !r.m.overBudgetLocked()
+	})
+	if got := testutil.ToFloat64(r.m.im.evicted); got < 1 {
+		t.Fatalf("%v evictions with the destinations' state over the budget and idle_evict 1h", got)
+	}
+}

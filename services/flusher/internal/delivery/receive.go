@@ -54,7 +54,7 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 		// below the watermark, at the observed bytes per message, so
 		// concurrent fetches do not overshoot the budget by whole batches.
 		if per := m.bytesPerMsgLocked(); per > 0 {
-			left := (int64(m.dc.MemoryBudget) - m.totalBytes) / int64(max(len(m.parts), 1))
+			left := (int64(m.dc.MemoryBudget) - m.heldBytesLocked()) / int64(max(len(m.parts), 1))
 			room = min(room, int(max(left/per, 1)))
 		}
 		gen := p.c.Gen()
