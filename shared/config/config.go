@@ -224,6 +224,8 @@ type Delivery struct {
 	// IdleEvict is how long a destination with nothing buffered, pending
 	// or in flight stays in the flusher's memory; past it, it is dropped
 	// and its cursor reloaded from the state database when it reappears.
+	// Over MemoryBudget (each destination in memory counts 1 KiB of it)
+	// idle destinations are dropped at once.
 	IdleEvict time.Duration `yaml:"idle_evict"`
 }
 

@@ -100,7 +100,11 @@ func BenchmarkEndToEnd(b *testing.B) {
 		})
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\nsluice end to end (one process, flush_interval 1s, publisher.interval 200ms, %d partitions)\n", 16)
+	mode := "one process"
+	if os.Getenv("SLUICE_BENCH_MODE") == "multi" {
+		mode = "processes: 1 reader, 2 routers, 2 flushers, 2 indexers, 1 publisher"
+	}
+	fmt.Fprintf(&sb, "\nsluice end to end (%s, flush_interval 1s, publisher.interval 200ms, %d partitions)\n", mode, 16)
 	fmt.Fprintf(&sb, "%8s  %9s  %11s  %10s  %9s  %8s  %8s  %8s  %9s  %8s  %10s  %11s  %7s  %s\n", "tenants", "rows", "rows/s", "drain", "offered", "p50", "p99", "max",
 		"rss-MiB", "files/s", "msgs/batch", "cpu-ms/krow", "cores", "")
 	counted := false
@@ -110,7 +114,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			float64(r.rssKiB)/1024, r.filesPerSec, r.msgsPerBatch, r.cpuPerKRow, r.latencyCores, r.err)
 		counted = counted || r.filesCounted
 	}
-	sb.WriteString("rss: the flusher process's VmHWM over the case; files/s: files written per second of the throughput phase")
+	sb.WriteString("rss: the flusher process's VmHWM over the case (the largest flusher's with processes); files/s: files written per second of the throughput phase")
 	if counted {
 		sb.WriteString(" (counted in the store: no sluice_flusher_files_written_total)")
 	}
