@@ -445,17 +445,23 @@ func TestTakeoverNegativeControlWithoutShareLock(t *testing.T) {
 	}
 }
 
-func BenchmarkAdvance(b *testing.B) {
+// benchPool is a migrated state database for a benchmark.
+func benchPool(b *testing.B) *pgxpool.Pool {
 	ctx := context.Background()
-	dsn := pgtest.NewDB(b)
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := pgxpool.New(ctx, pgtest.NewDB(b))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer pool.Close()
+	b.Cleanup(pool.Close)
 	if err := Migrate(ctx, pool, schema); err != nil {
 		b.Fatal(err)
 	}
+	return pool
+}
+
+func BenchmarkAdvance(b *testing.B) {
+	ctx := context.Background()
+	pool := benchPool(b)
 	l, _, err := NewLeases(pool, schema).Acquire(ctx, "flusher-p0", "bench", time.Minute)
 	if err != nil {
 		b.Fatal(err)
@@ -552,15 +558,7 @@ func TestMigrateTablesConcurrent(t *testing.T) {
 // 10,000-tenant end-to-end case flushes about this many per second).
 func BenchmarkAdvanceMany(b *testing.B) {
 	ctx := context.Background()
-	dsn := pgtest.NewDB(b)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	if err := Migrate(ctx, pool, schema); err != nil {
-		b.Fatal(err)
-	}
+	pool := benchPool(b)
 	var leases []Lease
 	for p := 0; p < 16; p++ {
 		l, _, err := NewLeases(pool, schema).Acquire(ctx, fmt.Sprintf("flusher-p%d", p), "bench", time.Hour)

@@ -200,8 +200,8 @@ type Partition[T Item] struct {
 	order   []string
 	orderAt map[string]int
 	holes   int
-	mut    Mutant
-	rec    func(Record) // SetRecorder
+	mut     Mutant
+	rec     func(Record) // SetRecorder
 }
 
 // NewPartition is partition id claimed under lease term, with the cursors
