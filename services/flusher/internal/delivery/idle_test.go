@@ -26,15 +26,7 @@ func TestIdleDestinationsEvictedAndReloaded(t *testing.T) {
 		c.Delivery.IdleEvict = 2 * time.Second
 	})
 	r := e.start(t, "a", nil)
-	byPart := map[int][]destRows{}
-	for i := 0; i < n; i++ {
-		d := fmt.Sprintf("ev%03d", i)
-		p := proto.Partition(d, e.cfg.Delivery.Partitions)
-		byPart[p] = append(byPart[p], destRows{d, []pt.Row{{ID: int64(i), LSN: 100, Seq: uint64(i + 1)}}})
-	}
-	for _, parts := range byPart {
-		e.publishParts(t, parts...)
-	}
+	publishOneRowEach(t, e, "ev", n)
 	inMemory := func() (shell, core int) {
 		r.m.mu.Lock()
 		defer r.m.mu.Unlock()
@@ -98,15 +90,7 @@ func TestMemoryPressureEvictsIdleDestinations(t *testing.T) {
 		c.Delivery.MemoryBudget = 256 << 10
 	})
 	r := e.start(t, "a", nil)
-	byPart := map[int][]destRows{}
-	for i := 0; i < n; i++ {
-		d := fmt.Sprintf("mp%03d", i)
-		p := proto.Partition(d, e.cfg.Delivery.Partitions)
-		byPart[p] = append(byPart[p], destRows{d, []pt.Row{{ID: int64(i), LSN: 100, Seq: uint64(i + 1)}}})
-	}
-	for _, parts := range byPart {
-		e.publishParts(t, parts...)
-	}
+	publishOneRowEach(t, e, "mp", n)
 	waitFor(t, 60*time.Second, "every destination flushed", func() bool {
 		return e.allPacked(t) && testutilValue(r.m, "ok") >= n
 	})
@@ -117,5 +101,21 @@ func TestMemoryPressureEvictsIdleDestinations(t *testing.T) {
 	})
 	if got := testutil.ToFloat64(r.m.im.evicted); got < 1 {
 		t.Fatalf("%v evictions with the destinations' state over the budget and idle_evict 1h", got)
+	}
+}
+
+// publishOneRowEach publishes one row to each of n destinations named
+// prefix000…, one partition message per partition holding all of its
+// destinations.
+func publishOneRowEach(t *testing.T, e *env, prefix string, n int) {
+	t.Helper()
+	byPart := map[int][]destRows{}
+	for i := 0; i < n; i++ {
+		d := fmt.Sprintf("%s%03d", prefix, i)
+		p := proto.Partition(d, e.cfg.Delivery.Partitions)
+		byPart[p] = append(byPart[p], destRows{d, []pt.Row{{ID: int64(i), LSN: 100, Seq: uint64(i + 1)}}})
+	}
+	for _, parts := range byPart {
+		e.publishParts(t, parts...)
 	}
 }
