@@ -16,7 +16,7 @@ var Spec = stack.Spec{Name: "flusher", Needs: stack.Needs{State: true, Packs: tr
 		log.Info("memory limit", "bytes", SetMemoryLimit(cfg))
 	},
 	Build: func(cfg config.Config, st *stack.Stack, own stack.Own) (stack.Component, error) {
-		f, err := New(cfg, Deps{JS: own.JS, Log: own.Log, Metrics: st.Registry, Pool: st.State, Store: st.Packs})
+		f, err := New(cfg, Deps{JS: own.JS, Log: own.Log, Metrics: st.Registry, Pool: st.State, Store: st.Packs, ID: st.HolderID("flusher")})
 		if err != nil {
 			return stack.Component{}, err
 		}

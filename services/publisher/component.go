@@ -9,7 +9,7 @@ import (
 // both build it from here.
 var Spec = stack.Spec{Name: "publisher", Needs: stack.Needs{Catalog: true, Packs: true},
 	Build: func(cfg config.Config, st *stack.Stack, own stack.Own) (stack.Component, error) {
-		p, err := New(cfg, Deps{JS: own.JS, Log: own.Log, Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs})
+		p, err := New(cfg, Deps{JS: own.JS, Log: own.Log, Metrics: st.Registry, Catalog: st.Catalog, Packs: st.Packs, Holder: st.HolderID("publisher")})
 		if err != nil {
 			return stack.Component{}, err
 		}

@@ -34,6 +34,9 @@ type Deps struct {
 	// Packs is the pack store compaction writes to and garbage collection
 	// deletes from (lifecycle.go); nil: no compaction, GC or purge.
 	Packs packstore.Store
+	// Holder names this replica in the publisher lease; empty:
+	// host/pid/random.
+	Holder string
 }
 
 // Status is the publisher's state for `sluice status`.
@@ -83,8 +86,11 @@ func New(cfg config.Config, deps Deps) (*Publisher, error) {
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
-	host, _ := os.Hostname()
-	holder := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+	holder := deps.Holder
+	if holder == "" {
+		host, _ := os.Hostname()
+		holder = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
 	log := deps.Log.With("service", "publisher")
 	p := &Publisher{
 		cfg: cfg, deps: deps, log: log, holder: holder,

@@ -9,7 +9,7 @@ import (
 // both build it from here.
 var Spec = stack.Spec{Name: "reader", Needs: stack.Needs{State: true},
 	Build: func(cfg config.Config, st *stack.Stack, own stack.Own) (stack.Component, error) {
-		r, err := New(cfg, Deps{JS: own.JS, Log: own.Log, Metrics: st.Registry, State: st.State})
+		r, err := New(cfg, Deps{JS: own.JS, Log: own.Log, Metrics: st.Registry, State: st.State, Holder: st.HolderID("reader")})
 		if err != nil {
 			return stack.Component{}, err
 		}

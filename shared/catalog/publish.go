@@ -239,6 +239,29 @@ func (c *Catalog) ReleaseLease(ctx context.Context, l Lease) error {
 	return nil
 }
 
+// ReleaseInstanceLease releases the publisher lease when its live head
+// is held by the process instance named instance or one of its services
+// (holder instance or instance + "/" + service), and reports whether it
+// did. Like state.Leases.ReleaseInstance, only a caller that has proven
+// that process dead may call it; the release itself is fenced like
+// ReleaseLease, so it can never release a successor's lease.
+func (c *Catalog) ReleaseInstanceLease(ctx context.Context, instance string) (bool, error) {
+	if instance == "" || strings.Contains(instance, "/") {
+		return false, fmt.Errorf("releasing the publisher lease of an instance: instance %q is empty or holds a '/'", instance)
+	}
+	head, now, err := c.readHead(ctx, 0, 1)
+	if err != nil {
+		return false, err
+	}
+	if len(head) == 0 || !head[0].Expires.After(now) {
+		return false, nil
+	}
+	if h := head[0].Holder; h != instance && !strings.HasPrefix(h, instance+"/") {
+		return false, nil
+	}
+	return true, c.ReleaseLease(ctx, head[0])
+}
+
 // nextVersion returns the version a publish attempt claims: above every
 // version claimed or published, as last seen, and above every version
 // published before a rebuild (the version floor; one query when nothing is

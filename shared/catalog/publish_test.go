@@ -205,6 +205,46 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 }
 
+// TestReleaseInstanceLease: a dead process instance's live publisher
+// lease (held by one of its services) is released, and another holder
+// takes it at once; another instance's lease (the same characters plus
+// more) is left alone, and a released lease's old holder is fenced.
+func TestReleaseInstanceLease(t *testing.T) {
+	ctx := t.Context()
+	conn := chtest.Conn(t)
+	a := newCatalog(t, conn)
+	b := catalog.New(conn, catalog.Options{})
+	if ok, err := b.ReleaseInstanceLease(ctx, "host-1-dead"); ok || err != nil {
+		t.Fatalf("no lease yet: released=%v err=%v", ok, err)
+	}
+	la, err := a.AcquireLease(ctx, "host-1-dead0/publisher", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.ReleaseInstanceLease(ctx, "host-1-dead"); ok || err != nil {
+		t.Fatalf("another instance's lease: released=%v err=%v", ok, err)
+	}
+	if err := a.ReleaseLease(ctx, la); err != nil {
+		t.Fatal(err)
+	}
+	la, err = a.AcquireLease(ctx, "host-1-dead/publisher", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.ReleaseInstanceLease(ctx, "host-1-dead"); !ok || err != nil {
+		t.Fatalf("the dead instance's lease: released=%v err=%v", ok, err)
+	}
+	if _, err := b.AcquireLease(ctx, "host-2-next/publisher", time.Minute); err != nil {
+		t.Fatalf("taking the released lease: %v", err)
+	}
+	if _, err := a.RenewLease(ctx, la, time.Minute); !errors.Is(err, catalog.ErrLeaseLost) {
+		t.Fatalf("the dead instance's lease renewed after the takeover: %v", err)
+	}
+	if _, err := b.ReleaseInstanceLease(ctx, "a/b"); err == nil {
+		t.Fatal("an instance name with '/' was accepted")
+	}
+}
+
 // stalled runs the stalled-inventory scenario: after a first publish, packs
 // s2 (a change at LSN 102) and s3 (LSN 103) are indexed, and their
 // inventory rows are stamped ten minutes before the moment they became

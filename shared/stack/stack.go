@@ -47,6 +47,8 @@ type Stack struct {
 	Catalog  catalog.Conn
 	Packs    packstore.Store
 	HTTP     *httpx.Server
+	// Instance names this process in leases (HolderID).
+	Instance string
 
 	natsURL string
 	closers []func(context.Context) error
@@ -70,7 +72,7 @@ func (s *Stack) Connect(ctx context.Context, service string) (*nats.Conn, jetstr
 // Open opens what needs asks for. On error everything opened so far is
 // closed again.
 func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (_ *Stack, err error) {
-	s := &Stack{Cfg: cfg, Log: telemetry.NewLogger(cfg.Telemetry, service), Registry: telemetry.NewRegistry()}
+	s := &Stack{Cfg: cfg, Log: telemetry.NewLogger(cfg.Telemetry, service), Registry: telemetry.NewRegistry(), Instance: newInstanceID()}
 	defer func() {
 		if err != nil {
 			s.Close(context.Background())
@@ -85,11 +87,19 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating data_dir: %w", err)
 	}
-	url := ""
+	url, predecessor := "", ""
 	if cfg.NATS.URL == "embedded" {
 		if !needs.EmbeddedNATS {
 			return nil, errors.New("nats.url is embedded, which only `sluice dev` can run: point nats.url at a shared NATS server (nats://host:4222) to run services as separate processes")
 		}
+		// The embedded server's store is data_dir's: one process at a
+		// time, and a predecessor that died holding it is known dead.
+		pred, lock, err := lockDataDir(cfg.DataDir, s.Instance)
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, func(context.Context) error { return lock.release() })
+		predecessor = pred
 		ns, err := startEmbeddedNATS(cfg, s.Log)
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
@@ -146,6 +156,9 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 		s.HTTP.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
 		s.HTTP.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
 		s.HTTP.Handle("/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+	}
+	if predecessor != "" {
+		s.recoverFrom(ctx, predecessor)
 	}
 	return s, nil
 }

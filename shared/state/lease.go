@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,7 +47,7 @@ func (l Lease) Key() LeaseKey { return LeaseKey{Name: l.Name, Holder: l.Holder, 
 type Leases struct {
 	pool                                     *pgxpool.Pool
 	qAcquire, qRenew, qRelease, qList, qLive string
-	qHeld, qHeldMany                         string
+	qHeld, qHeldMany, qReleaseInstance       string
 }
 
 // NewLeases returns the leases of the state schema (DefaultSchema when
@@ -77,6 +78,9 @@ func NewLeases(pool *pgxpool.Pool, schema string) *Leases {
 			WHERE starts_with(name, $1) AND expires_at > now() ORDER BY name`,
 		qHeld: `SELECT EXISTS (SELECT 1 FROM ` + t + `
 			WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > now())`,
+		qReleaseInstance: `UPDATE ` + t + ` SET expires_at = now()
+			WHERE (holder = $1 OR starts_with(holder, $1 || '/')) AND expires_at > now()
+			RETURNING name`,
 		qHeldMany: `SELECT l.name, l.holder, l.term FROM ` + t + ` l
 			JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS k(name, holder, term)
 			  ON l.name = k.name AND l.holder = k.holder AND l.term = k.term
@@ -141,6 +145,28 @@ func (ls *Leases) Release(ctx context.Context, l Lease) error {
 		return fmt.Errorf("releasing lease %s: %w", l.Name, err)
 	}
 	return nil
+}
+
+// ReleaseInstance expires now every live lease held by the process
+// instance named instance: held by instance itself or by one of its
+// services (instance + "/" + service, stack.Stack.HolderID). Only a caller
+// that has proven that process dead may call it (`sluice dev` holds its
+// data_dir's lock, which the kernel released when its predecessor died):
+// a live holder would go on acting on leases another then takes. It
+// returns the names of the leases it expired.
+func (ls *Leases) ReleaseInstance(ctx context.Context, instance string) ([]string, error) {
+	if instance == "" || strings.Contains(instance, "/") {
+		return nil, fmt.Errorf("releasing the leases of an instance: %w: instance %q is empty or holds a '/'", ErrBadArgument, instance)
+	}
+	rows, err := ls.pool.Query(ctx, ls.qReleaseInstance, instance)
+	if err != nil {
+		return nil, fmt.Errorf("releasing the leases of instance %s: %w", instance, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("releasing the leases of instance %s: %w", instance, err)
+	}
+	return names, nil
 }
 
 // List returns every lease whose name starts with prefix, live or expired,

@@ -581,3 +581,45 @@ func BenchmarkAdvanceMany(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/cursor")
 }
+
+// TestReleaseInstance: a dead process instance's leases (its own and its
+// services', instance + "/" + service) are expired at once and taken over
+// by another holder with a new term, and the old holding is fenced; a
+// holder whose name merely starts with the same characters (another
+// instance) keeps its lease.
+func TestReleaseInstance(t *testing.T) {
+	ctx := context.Background()
+	_, ls, _ := migrated(t)
+	dead := "host-41-aaaa1111"
+	r := acquire(t, ls, "reader/slot", dead+"/reader", time.Minute)
+	f := acquire(t, ls, "flusher/p0", dead+"/flusher", time.Minute)
+	acquire(t, ls, "flusher/member/"+dead+"/flusher", dead+"/flusher", time.Minute)
+	other := acquire(t, ls, "flusher/p1", dead+"0/flusher", time.Minute) // another instance, same prefix
+	names, err := ls.ReleaseInstance(ctx, dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 3 {
+		t.Fatalf("released %v, want the 3 leases of %s", names, dead)
+	}
+	for _, l := range []Lease{r, f} {
+		n := acquire(t, ls, l.Name, "next/flusher", time.Minute)
+		if n.Term != l.Term+1 {
+			t.Fatalf("%s: term %d after the takeover, want %d", l.Name, n.Term, l.Term+1)
+		}
+		if ok, err := ls.Held(ctx, l); ok || err != nil {
+			t.Fatalf("%s: the dead instance's holding is still live (ok=%v err=%v)", l.Name, ok, err)
+		}
+	}
+	if ok, err := ls.Held(ctx, other); !ok || err != nil {
+		t.Fatalf("another instance's lease was released (ok=%v err=%v)", ok, err)
+	}
+	if _, ok, _ := ls.Acquire(ctx, "flusher/p1", "next/flusher", time.Minute); ok {
+		t.Fatal("another instance's lease could be taken")
+	}
+	for _, bad := range []string{"", "a/b"} {
+		if _, err := ls.ReleaseInstance(ctx, bad); !errors.Is(err, ErrBadArgument) {
+			t.Fatalf("ReleaseInstance(%q): %v, want ErrBadArgument", bad, err)
+		}
+	}
+}

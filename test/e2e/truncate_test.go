@@ -118,6 +118,12 @@ func truncateRun(t *testing.T, env ...string) (kit.Report, *sluice) {
 	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
 		t.Fatalf("sluice wait after the truncates (a halt exits 2): %v\n%s", err, s.tail())
 	}
+	// The restart proved its predecessor dead (data_dir's lock) and took
+	// over what it held at once (ARCHITECTURE.md "Recovery after a crash").
+	// (Its reader and flusher leases are always live while it runs.)
+	if want := "released the leases the previous sluice dev held"; len(s.dev.P.Grep(want)) == 0 {
+		t.Errorf("the restart after kill -9 never logged %q\n%s", want, s.tail())
+	}
 	tenants := append([]string{}, oldTenants...)
 	for i := range truncateTenants {
 		tenants = append(tenants, fmt.Sprintf("t%d", i))

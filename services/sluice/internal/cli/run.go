@@ -86,6 +86,9 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	needs := stack.NeedsOf(ss...)
 	needs.EmbeddedNATS = dev
 	st, err := stack.Open(ctx, cfg, process, needs)
+	if errors.Is(err, stack.ErrDataDirInUse) {
+		return &exitError{2, err}
+	}
 	if err != nil {
 		return err
 	}
