@@ -67,6 +67,9 @@ bench: libchdb
 	$(GO) test -run '^$$' -bench '.' -benchtime 20x ./shared/catalog/ | tee -a bench.out
 	SLUICE_BENCH_HISTORY=1 $(GO) test -run '^$$' -bench '^BenchmarkHistory$$' -benchtime 1x -timeout 90m ./shared/catalog/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -timeout 60m ./test/bench/ | tee -a bench.out
+	@# 100,000 tenants with the services as processes: the flusher's own RSS
+	@# against delivery.memory_budget plus its fixed overhead.
+	SLUICE_BENCH_MODE=multi SLUICE_BENCH_TENANTS=100000 $(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -timeout 30m ./test/bench/ | tee -a bench.out
 	SLUICE_E2E_RECOVERY=1 $(GO) test -count=1 -run 'TestRecoveryAfterKill' -v -timeout 20m ./test/e2e/ 2>&1 | grep -E '^(---|ok|FAIL)|recovery_test' | tee -a bench.out
 
 lint: tidy-check

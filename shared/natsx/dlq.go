@@ -106,6 +106,9 @@ func (d *DeadLetter) send(ctx context.Context, body []byte, hdr nats.Header, rea
 	return nil
 }
 
+// MaxPayload is the largest message js's server accepts (0: unknown).
+func MaxPayload(js jetstream.JetStream) int64 { return maxPayload(js) }
+
 func maxPayload(js jetstream.JetStream) int64 {
 	if js == nil || js.Conn() == nil {
 		return 0

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/pgtest"
 	"github.com/sluice-cdc/sluice/test/kit"
 )
@@ -120,8 +121,25 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	sb.WriteString("; msgs/batch: ROUTED messages per routed change batch")
 	sb.WriteString("; cpu-ms/krow: the pipeline processes' CPU (chDB included) per 1,000 rows of the throughput phase; cores: their CPU per second of the latency phase\n")
+	if os.Getenv("SLUICE_BENCH_MODE") == "multi" {
+		// A flusher process's Go memory limit is its budget plus the
+		// fixed overhead (services/flusher/internal/delivery FixedOverhead).
+		bound := float64(config.Default().Delivery.MemoryBudget+flusherFixedOverhead) / (1 << 20)
+		for _, r := range results {
+			verdict := "under"
+			if rss := float64(r.rssKiB) / 1024; rss > bound {
+				verdict = "OVER"
+			}
+			fmt.Fprintf(&sb, "tenants %d: the largest flusher process peaked at %.0f MiB, %s delivery.memory_budget + fixed overhead = %.0f MiB\n",
+				r.tenants, float64(r.rssKiB)/1024, verdict, bound)
+		}
+	}
 	fmt.Print(sb.String())
 }
+
+// flusherFixedOverhead is the flusher's memory beyond its budget
+// (services/flusher/internal/delivery FixedOverhead, an internal package).
+const flusherFixedOverhead = 96 << 20
 
 func run(b *testing.B, tenants int) (res result) {
 	res = result{tenants: tenants, rows: envInt("SLUICE_BENCH_ROWS", 300000), offered: 5000}

@@ -1,6 +1,8 @@
 package delivery
 
 import (
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -100,5 +102,52 @@ func TestGroupCommitTakesEveryWaitingFlush(t *testing.T) {
 	}
 	if len(files) != groups[0][1] || len(held) != n {
 		t.Fatalf("%d files hold %d destinations, want %d files holding %d", len(files), len(held), groups[0][1], n)
+	}
+}
+
+// TestSegmentEventStaysInBudget: a group's destinations share one segment
+// per table until its PACKS event's estimate (each destination's name plus
+// eventEntryCost) would pass the budget, half of nats.max_payload; every
+// event published is within it, and the events of many destinations are
+// compressed. Control: with the budget off (segmentMaxDests alone) the
+// same group is one segment whose event is over this budget.
+func TestSegmentEventStaysInBudget(t *testing.T) {
+	const n, budget = 1000, 16 << 10
+	for _, bounded := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bounded=%v", bounded), func(t *testing.T) {
+			e := newEnv(t, func(c *config.Config) {
+				c.Delivery.Partitions = 1
+				c.Delivery.MaxAckPending = 4 * n
+				c.Delivery.LeaseTTL = 30 * time.Second // not a lease test
+			})
+			var g *groupGate
+			r := e.start(t, "a", func(m *Manager) {
+				g = holdGroup(t, m, n)
+				m.eventBudget = budget
+				if !bounded {
+					m.eventBudget = math.MaxInt
+				}
+			})
+			dests := groupDests(t, e, r, g)
+			waitFor(t, time.Minute, "every flush committed", func() bool { return testutilValue(r.m, "ok") == n })
+			est := 0
+			for _, d := range dests {
+				est += len(d) + eventEntryCost
+			}
+			events := e.packEvents(t)
+			largest := 0
+			for _, ev := range events {
+				largest = max(largest, len(ev.Data()))
+			}
+			if !bounded {
+				if len(events) != 1 || largest <= budget {
+					t.Fatalf("unbounded: %d events, largest %d bytes, want one over %d", len(events), largest, budget)
+				}
+				return
+			}
+			if want := (est + budget - 1) / budget; len(events) < want || largest > budget {
+				t.Fatalf("%d events (want at least %d), largest %d bytes over the %d budget", len(events), want, largest, budget)
+			}
+		})
 	}
 }

@@ -309,7 +309,13 @@ func (m *Manager) packEvent(ctx context.Context, o *segOut) (*nats.Msg, error) {
 	}
 	rec := b.NewRecordBatch()
 	b.Release()
-	body, err := arrowcodec.Encode(rec)
+	// A segment's event repeats its pack id, path, table and schema on every
+	// row: compressed, a 4,096-destination event is a few hundred KiB at most.
+	c := arrowcodec.None
+	if len(o.entries) >= compressEventsFrom {
+		c = arrowcodec.Zstd
+	}
+	body, err := arrowcodec.EncodeWith(rec, c)
 	rec.Release()
 	if err != nil {
 		return nil, permanentErr{fmt.Errorf("encoding segment event %s: %w", mt.PackID, err)}

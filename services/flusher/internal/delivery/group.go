@@ -41,16 +41,25 @@ import (
 // committer runs one group at a time, so the group takes every resolved
 // flush waiting, up to commitBatchMax: when thousands of destinations fall
 // due together (one flush interval at 10,000 tenants) they commit in a few
-// groups, not in tenants/512 serial ones. A segment holds at most
-// segmentMaxDests destinations (its PACKS event has one row per
-// destination and must stay far below nats.max_payload), so a large
-// group writes a few segments per table, all in its one group of fsyncs.
+// groups, not in tenants/512 serial ones. A group writes one segment per
+// table whatever its destinations, so files per second follow group
+// commits, not tenants: a segment's PACKS event has one row per
+// destination, zstd-compressed (its pack id, path, table and schema repeat
+// on every row), and a segment closes only when its event's estimated
+// size (eventEntryCost per destination) would pass half of
+// nats.max_payload — 200-character destination names, the longest there
+// are, fit about 2,000 to a segment at the 1 MiB default.
 const (
-	commitBatchMax  = 4096 // flushes per group commit
-	commitQueue     = 8192 // resolved flushes waiting for the committer
-	segmentMaxDests = 512  // destinations per segment
-	putParallel     = 16   // concurrent one-at-a-time segment writes (fallback, non-batch stores)
+	commitBatchMax  = 4096           // flushes per group commit
+	commitQueue     = 8192           // resolved flushes waiting for the committer
+	segmentMaxDests = commitBatchMax // destinations per segment, at most
+	eventEntryCost  = 64             // a PACKS event row's bytes beyond its destination's name, compressed: positions, counts, offsets
+	putParallel     = 16             // concurrent one-at-a-time segment writes (fallback, non-batch stores)
 )
+
+// compressEventsFrom: a PACKS event of this many destinations or more is
+// zstd-compressed.
+const compressEventsFrom = 16
 
 // manyCursors is the batch cursor write of state.Cursors.
 type manyCursors interface {

@@ -168,18 +168,21 @@ type part struct {
 
 // Manager is the flusher engine.
 type Manager struct {
-	cfg     config.Config
-	dc      config.Delivery
-	js      jetstream.JetStream
-	store   packstore.Store
-	cursors Cursors
-	leases  Leases
-	log     *slog.Logger
-	mem     memory.Allocator
-	settler *natsx.Settler // the classifier of messages that cannot be parsed
-	id      string
-	m       *metrics
-	ackWait time.Duration
+	cfg config.Config
+	dc  config.Delivery
+	js  jetstream.JetStream
+	// eventBudget bounds a segment's PACKS event: destinations' names plus
+	// eventEntryCost each (groupSegments).
+	eventBudget int
+	store       packstore.Store
+	cursors     Cursors
+	leases      Leases
+	log         *slog.Logger
+	mem         memory.Allocator
+	settler     *natsx.Settler // the classifier of messages that cannot be parsed
+	id          string
+	m           *metrics
+	ackWait     time.Duration
 	// group commit (group.go)
 	commitQ chan *flushJob
 	pub     *natsx.Publisher
@@ -278,6 +281,12 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 	m.cond = sync.NewCond(&m.mu)
 	m.commitQ = make(chan *flushJob, commitQueue)
 	m.pub = natsx.NewPublisher(deps.JS, commitBatchMax)
+	// A segment's PACKS event stays within half the server's max_payload
+	// (groupSegments); 1 MiB, the default, when the connection does not say.
+	m.eventBudget = 512 << 10
+	if mp := natsx.MaxPayload(deps.JS); mp > 0 {
+		m.eventBudget = int(mp / 2)
+	}
 	m.pub.AckTimeout = 10 * time.Second
 	var err error
 	if dir := os.Getenv(CoreTraceEnv); dir != "" {

@@ -259,7 +259,8 @@ func (m *Manager) encodeSegment(table, fp string, schema *arrow.Schema, ins []se
 }
 
 // groupSegments encodes the segments of a group commit: one per (table,
-// schema fingerprint, Arrow schema) and segmentMaxDests destinations over
+// schema fingerprint, Arrow schema) — a new one only past segmentMaxDests
+// destinations or m.eventBudget bytes of PACKS event — over
 // every flush of jobs still going, encoded in parallel across segments.
 // Destinations are taken partition by partition, so that a segment's rows
 // come from few message batches (a partition message holds only its
@@ -273,6 +274,7 @@ func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 		schema  *arrow.Schema
 		members []segMember
 		dests   map[string]bool
+		event   int // estimated bytes of its PACKS event
 	}
 	var all []segMember
 	for i, job := range jobs {
@@ -307,8 +309,9 @@ func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 		// claimed again while its old flush still waited for the
 		// committer) goes to another segment.
 		name := jobs[mb.job].d.name
+		cost := len(name) + eventEntryCost
 		for _, c := range byKey[kk] {
-			if len(c.members) < segmentMaxDests && !c.dests[name] && sameSchema(c.schema, p.schema) {
+			if len(c.members) < segmentMaxDests && c.event+cost <= m.eventBudget && !c.dests[name] && sameSchema(c.schema, p.schema) {
 				g = c
 				break
 			}
@@ -320,6 +323,7 @@ func (m *Manager) groupSegments(jobs []*flushJob, errs []error) []*segment {
 		}
 		g.dests[name] = true
 		g.members = append(g.members, mb)
+		g.event += cost
 	}
 	segs := make([][]*segment, len(groups))
 	failed := make([][]error, len(groups)) // per member of a split group
