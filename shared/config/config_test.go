@@ -78,6 +78,9 @@ func TestRefusals(t *testing.T) {
 		{"telemetry:\n  log_level: loud", "telemetry.log_level"},
 		{"telemetry:\n  jaeger_ui: javascript:alert(1)", "telemetry.jaeger_ui"}, // it becomes a link in the UI
 		{"telemetry:\n  jaeger_ui: localhost:16686", "telemetry.jaeger_ui"},
+		{"catalog:\n  claims_grace: 1m", "catalog.claims_grace"}, // a claim is never deleted within minutes of its write
+		{"catalog:\n  claims_grace: 0s", "catalog.claims_grace"},
+		{"catalog:\n  claims_grace: 2h\nnats:\n  max_age: 3h", "is below nats.max_age"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))

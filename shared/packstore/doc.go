@@ -41,6 +41,9 @@
 //     VerifyPack checks that index against the rows: ranges contiguous and
 //     covering, per-entry counts and positions, every row's destination its
 //     entry's. A segment that fails is ErrCorruptPack like a damaged pack.
+//   - Claim objects (claim.go) live under proto.ClaimsDir; the ClaimCollector
+//     methods (ListClaims, DeleteClaim) serve the publisher's claim GC,
+//     which owns the rule of when one may go (packstore keeps no references).
 //   - DirStore.CleanTemp removes the temporary files of killed writes once
 //     they are older than TempMaxAge (an hour); the indexer runs it.
 package packstore
