@@ -3,6 +3,7 @@ package proto
 import (
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -44,6 +45,23 @@ const ClaimsDir = ".claims"
 // valid path segment).
 func ClaimPath(table string, pos Position, column string) string {
 	return fmt.Sprintf("%s/%s/%016x-%d/%s", ClaimsDir, table, uint64(pos.LSN), pos.Seq, hex.EncodeToString([]byte(column)))
+}
+
+// ParseClaimPath is ClaimPath's inverse: the table, position and column a
+// claim path names.
+func ParseClaimPath(path string) (table string, pos Position, column string, err error) {
+	parts := strings.Split(path, "/")
+	if len(parts) != 4 || parts[0] != ClaimsDir {
+		return "", Position{}, "", fmt.Errorf("claim path %q: want %s/<table>/<lsn>-<seq>/<column, hex>", path, ClaimsDir)
+	}
+	l, q, ok := strings.Cut(parts[2], "-")
+	lsn, err1 := strconv.ParseUint(l, 16, 64)
+	seq, err2 := strconv.ParseUint(q, 10, 64)
+	col, err3 := hex.DecodeString(parts[3])
+	if !ok || len(l) != 16 || err1 != nil || err2 != nil || err3 != nil {
+		return "", Position{}, "", fmt.Errorf("claim path %q: want %s/<table>/<lsn, 16 hex>-<seq>/<column, hex>", path, ClaimsDir)
+	}
+	return parts[1], Position{LSN: LSN(lsn), Seq: seq}, string(col), nil
 }
 
 // Op codes of ColOp.

@@ -21,6 +21,13 @@ const (
 	MetaPackLast        = "sluice.pack.last"
 	MetaPackRows        = "sluice.pack.rows"
 	MetaPackTombstones  = "sluice.pack.tombstones"
+	// MetaPackChecksum is the file's integrity check: "xxh3:" and 16
+	// lowercase hex digits, the XXH3-64 of the whole file with those 16
+	// digits (in the leading schema message and in the footer, where the
+	// key sits beside the others) read as "0". Every file written since
+	// docs/adr/0032-pack-checksums.md carries it; a file without it is
+	// read unchecked, as before.
+	MetaPackChecksum = "sluice.pack.checksum"
 )
 
 // PackPath is the store-relative path of a pack.

@@ -22,6 +22,10 @@
 //     admits every inventory row its statement sees (by block number, not
 //     by clock), so a snapshot claiming L holds every pack with a change at
 //     or below L (shared/catalog TestStalledIndexerPackIsPublished).
+//   - Claim collection (claims.go, docs/adr/0033-claim-gc.md) deletes a
+//     .claims/ object only below the newest snapshot's through_lsn, below
+//     the lowest claim-carrying row of the DLQ and REPLAY messages seen over
+//     catalog.claims_grace, and older than catalog.claims_grace.
 //   - The lease is renewed before every publish (by catalog.Publish) and on
 //     the first idle tick a third of lease_ttl after the last renewal;
 //     lease_ttl > 2 * interval is enforced by config.

@@ -3,8 +3,10 @@ package publisher
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
@@ -33,6 +35,7 @@ type lifecycle struct {
 	compactSeconds, gcSeconds                          prometheus.Histogram
 	gcMembers, gcFiles, gcWatermarks, gcTemp           prometheus.Counter
 	purges                                             prometheus.Counter
+	claims                                             *claimGC // nil: the store cannot list and delete claims
 }
 
 func newLifecycle(reg prometheus.Registerer, store packstore.Store, writer string) *lifecycle {
@@ -56,6 +59,15 @@ func newLifecycle(reg prometheus.Registerer, store packstore.Store, writer strin
 		gcTemp:         counter("sluice_catalog_gc_temp_files_total", "Temporary files of killed writes garbage collection deleted."),
 		purges:         counter("sluice_catalog_purges_total", "Destinations purged."),
 	}
+}
+
+// withClaims adds the claim collection (claims.go) when store can list and
+// delete claims.
+func (lc *lifecycle) withClaims(reg prometheus.Registerer, js jetstream.JetStream, log *slog.Logger) *lifecycle {
+	if cs, ok := lc.store.(packstore.ClaimCollector); ok {
+		lc.claims = newClaimGC(reg, cs, js, log)
+	}
+	return lc
 }
 
 // run does what is due of the lifecycle's jobs under lease l and returns
@@ -102,13 +114,18 @@ func (p *Publisher) lifecycleStep(ctx context.Context, l catalog.Lease) (catalog
 			if ctx.Err() == nil {
 				p.log.Warn("garbage collection failed", "err", err)
 			}
-			return l, nil
+		} else {
+			lc.gcSeconds.Observe(time.Since(start).Seconds())
+			lc.gcMembers.Add(float64(st.Members))
+			lc.gcFiles.Add(float64(st.Files))
+			lc.gcWatermarks.Add(float64(st.Watermarks))
+			lc.gcTemp.Add(float64(st.TempFiles))
 		}
-		lc.gcSeconds.Observe(time.Since(start).Seconds())
-		lc.gcMembers.Add(float64(st.Members))
-		lc.gcFiles.Add(float64(st.Files))
-		lc.gcWatermarks.Add(float64(st.Watermarks))
-		lc.gcTemp.Add(float64(st.TempFiles))
+		// Claims are independent of the packs' GC: a failed pass of one
+		// does not hold the other back.
+		if _, err := p.collectClaims(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			p.log.Warn("claim collection failed", "err", err)
+		}
 	}
 	return l, nil
 }

@@ -107,7 +107,7 @@ func New(cfg config.Config, deps Deps) (*Publisher, error) {
 	}
 	p.status.Holder = holder
 	if deps.Packs != nil {
-		p.lc = newLifecycle(deps.Metrics, deps.Packs, "compact"+uuid.NewString()[:8])
+		p.lc = newLifecycle(deps.Metrics, deps.Packs, "compact"+uuid.NewString()[:8]).withClaims(deps.Metrics, deps.JS, log)
 	}
 	telemetry.MustRegister(deps.Metrics, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_publisher_lease_held",
 		Help: "1 while this publisher holds the publisher lease (exactly one replica should)."}, func() float64 {

@@ -193,8 +193,9 @@ func TestStagedSegmentIndexEqualsInPlace(t *testing.T) {
 }
 
 // TestRebuildFromBothFormats: a store holding per-destination packs and
-// segments rebuilds into a catalog that reads every destination's rows
-// from both.
+// segments, with and without checksums, rebuilds into a catalog that
+// reads every destination's rows from all of them; a damaged small pack
+// is skipped as corrupt.
 func TestRebuildFromBothFormats(t *testing.T) {
 	conn := chtest.Conn(t)
 	store := openStore(t, "s1")
@@ -208,15 +209,25 @@ func TestRebuildFromBothFormats(t *testing.T) {
 	catalogtest.WriteSegment(t, store, catalogtest.Items, proto.SegmentID(segT0.Add(time.Hour), "w2", 0), []catalogtest.Part{
 		{Destination: "shop2", Rows: []catalogtest.Row{catalogtest.Ins(102, 1, item(2, "shop2", nil))}},
 	})
+	// A pack written before checksums (no proto.MetaPackChecksum) is read;
+	// a small (uncompressed) one whose value bytes were damaged is refused
+	// by its checksum and counted.
+	old, oldMeta := catalogtest.Encode(t, catalogtest.Items, "s1", "shop4", "p4", []catalogtest.Row{catalogtest.Ins(103, 1, item(1, "shop4", nil))})
+	damaged, damagedMeta := catalogtest.Encode(t, catalogtest.Items, "s1", "shop5", "p5", []catalogtest.Row{catalogtest.Ins(103, 2, item(1, "shop5", nil))})
+	for path, data := range map[string][]byte{oldMeta.Path(): pt.Unchecksummed(old), damagedMeta.Path(): pt.DamageBody(damaged, 1)} {
+		if err := store.Put(t.Context(), path, data); err != nil {
+			t.Fatal(err)
+		}
+	}
 	st, err := catalog.Rebuild(t.Context(), conn, store, catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Packs != 4 || st.Rows != 5 || st.Corrupt != 0 {
-		t.Fatalf("rebuild %+v, want 4 packs (2 segments) of 5 rows", st)
+	if st.Packs != 5 || st.Rows != 6 || st.Corrupt != 1 {
+		t.Fatalf("rebuild %+v, want 5 packs (2 segments) of 6 rows and 1 corrupt", st)
 	}
 	c := newCatalog(t, conn)
-	for dest, want := range map[string][]float64{"shop1": {1, 2}, "shop2": {1, 2}, "shop3": {1}} {
+	for dest, want := range map[string][]float64{"shop1": {1, 2}, "shop2": {1, 2}, "shop3": {1}, "shop4": {1}} {
 		if got := ids(readAll(t, c, dest, catalogtest.Items.Name, st.Version, 10, false)); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s reads ids %v after the rebuild, want %v", dest, got, want)
 		}

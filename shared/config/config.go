@@ -169,6 +169,13 @@ type Catalog struct {
 	// GCInterval: how often the active publisher runs one garbage
 	// collection pass (default 1m).
 	GCInterval time.Duration `yaml:"gc_interval"`
+	// ClaimsGrace: the least age of a claim-check object (.claims/, values
+	// carried by reference) that garbage collection may delete, and how
+	// long a dead letter's claims stay protected after it leaves the DLQ
+	// (a replay in flight); default 24h, at least 5m; a value below
+	// nats.max_age counts as nats.max_age (EffectiveClaimsGrace,
+	// docs/adr/0033-claim-gc.md).
+	ClaimsGrace time.Duration `yaml:"claims_grace"`
 }
 
 // Packs is the pack store.
@@ -305,7 +312,8 @@ func Default() Config {
 		},
 		State: State{Schema: "sluice"},
 		Catalog: Catalog{URL: "embedded", Prefix: "sluice", SnapshotRetention: 24 * time.Hour, SnapshotRetainMin: 100, GCGrace: time.Hour,
-			CompactInterval: time.Minute, CompactMinPacks: 16, CompactSmallBytes: 8 << 20, CompactMaxBytes: 256 << 20, GCInterval: time.Minute},
+			CompactInterval: time.Minute, CompactMinPacks: 16, CompactSmallBytes: 8 << 20, CompactMaxBytes: 256 << 20, GCInterval: time.Minute,
+			ClaimsGrace: 24 * time.Hour},
 		DataDir: "./.sluice",
 		Reader: Reader{
 			BatchRows:       10000,
@@ -474,6 +482,11 @@ func bad(key, format string, args ...any) error {
 	return &KeyError{Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
+// EffectiveClaimsGrace is catalog.claims_grace, raised to nats.max_age:
+// a backfill or resync batch can wait in a stream that long, its claims
+// older than its stream position (docs/adr/0033-claim-gc.md).
+func (c Catalog) EffectiveClaimsGrace(n NATS) time.Duration { return max(c.ClaimsGrace, n.MaxAge) }
+
 // Validate checks every key and returns the first error, naming the key.
 func (c *Config) Validate() error {
 	if len(c.Source.Tables) == 0 && c.Source.DSN != "" {
@@ -606,6 +619,7 @@ func (c *Config) Validate() error {
 		{"catalog.compact_small_bytes", c.Catalog.CompactSmallBytes},
 		{"catalog.compact_max_bytes", c.Catalog.CompactMaxBytes},
 		{"catalog.gc_interval", int64(c.Catalog.GCInterval)},
+		{"catalog.claims_grace", int64(c.Catalog.ClaimsGrace)},
 		{"publisher.lease_ttl", int64(c.Publisher.LeaseTTL)},
 		{"nats.max_age", int64(c.NATS.MaxAge)},
 		{"nats.max_bytes", int64(c.NATS.MaxBytes)},
@@ -616,6 +630,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Source.ResyncChunkRows > 1<<20 {
 		return bad("source.resync_chunk_rows", "%d: at most %d (a chunk is held in memory)", c.Source.ResyncChunkRows, 1<<20)
+	}
+	if c.Catalog.ClaimsGrace < 5*time.Minute {
+		return bad("catalog.claims_grace", "%s: at least 5m (a claim is never deleted within minutes of being written)", c.Catalog.ClaimsGrace)
 	}
 	if c.Catalog.CompactMinPacks < 2 {
 		return bad("catalog.compact_min_packs", "%d: at least 2 (compaction folds many members into one)", c.Catalog.CompactMinPacks)

@@ -78,6 +78,8 @@ func TestRefusals(t *testing.T) {
 		{"telemetry:\n  log_level: loud", "telemetry.log_level"},
 		{"telemetry:\n  jaeger_ui: javascript:alert(1)", "telemetry.jaeger_ui"}, // it becomes a link in the UI
 		{"telemetry:\n  jaeger_ui: localhost:16686", "telemetry.jaeger_ui"},
+		{"catalog:\n  claims_grace: 1m", "catalog.claims_grace"}, // a claim is never deleted within minutes of its write
+		{"catalog:\n  claims_grace: 0s", "catalog.claims_grace"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))
@@ -148,4 +150,21 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = Parse(b) // must never panic
 	})
+}
+
+// TestEffectiveClaimsGrace: a claims_grace below nats.max_age counts as
+// nats.max_age (a batch can wait in a stream that long), never less.
+func TestEffectiveClaimsGrace(t *testing.T) {
+	c := Default()
+	c.Catalog.ClaimsGrace, c.NATS.MaxAge = time.Hour, 3*time.Hour
+	if g := c.Catalog.EffectiveClaimsGrace(c.NATS); g != 3*time.Hour {
+		t.Fatalf("grace %s under max_age 3h, want 3h", g)
+	}
+	c.Catalog.ClaimsGrace = 48 * time.Hour
+	if g := c.Catalog.EffectiveClaimsGrace(c.NATS); g != 48*time.Hour {
+		t.Fatalf("grace %s, want the configured 48h", g)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a max_age above the grace is accepted: %v", err)
+	}
 }

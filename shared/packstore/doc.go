@@ -1,6 +1,6 @@
 // Package packstore owns sluice's packs: the Store port, its two
 // implementations (DirStore, a local directory; S3Store, S3-compatible
-// object storage), and the pack file format itself — one Arrow IPC file (zstd) whose footer
+// object storage), and the pack file format itself — one Arrow IPC file (zstd from 64 KiB) whose footer
 // schema metadata carries the proto.MetaPack* keys beside the table's own
 // schema metadata.
 //
@@ -27,6 +27,12 @@
 //     against the rows. ReadPackMeta checks only the footer. All recover
 //     from panics inside the Arrow IPC reader and return errors wrapping
 //     ErrCorruptPack.
+//   - Every pack and segment carries proto.MetaPackChecksum, the XXH3-64 of
+//     the whole file with the sum's own digits zeroed (checksum.go: written
+//     over a placeholder once the file is complete), which VerifyPack
+//     checks before reading any batch; a file without it (written before
+//     checksums) is read as before. A mismatch is ErrCorruptPack naming the
+//     file and both sums.
 //   - A segment (EncodeSegment) is a pack of format proto.SegmentFormatVersion:
 //     every destination's rows of one group commit and table, grouped by
 //     destination (sorted by name), each row carrying proto.ColDestination
@@ -35,6 +41,9 @@
 //     VerifyPack checks that index against the rows: ranges contiguous and
 //     covering, per-entry counts and positions, every row's destination its
 //     entry's. A segment that fails is ErrCorruptPack like a damaged pack.
+//   - Claim objects (claim.go) live under proto.ClaimsDir; the ClaimCollector
+//     methods (ListClaims, DeleteClaim) serve the publisher's claim GC,
+//     which owns the rule of when one may go (packstore keeps no references).
 //   - DirStore.CleanTemp removes the temporary files of killed writes once
 //     they are older than TempMaxAge (an hour); the indexer runs it.
 package packstore

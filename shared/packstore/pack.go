@@ -196,7 +196,8 @@ func newFileWriter(buf *bytes.Buffer, schema *arrow.Schema, recs []arrow.RecordB
 
 // EncodePack writes recs (one schema) as a pack: an Arrow IPC file,
 // zstd-compressed from CompressMinBytes of column data, whose footer schema metadata holds the table's own
-// schema metadata plus the proto.MetaPack* keys. Rows, Tombstones, First
+// schema metadata plus the proto.MetaPack* keys, proto.MetaPackChecksum
+// (the whole file's XXH3-64, checksum.go) last. Rows, Tombstones, First
 // and Last are derived from the system columns; a non-zero value in meta
 // that disagrees is refused.
 func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
@@ -259,6 +260,7 @@ func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
 		keys = append(keys, kv[0])
 		vals = append(vals, kv[1])
 	}
+	keys, vals, placeholder := withChecksum(keys, vals)
 	md := arrow.NewMetadata(keys, vals)
 	fields := base.Fields()
 	if withNulls, ok := nullArrays(recs); ok {
@@ -287,6 +289,9 @@ func EncodePack(recs []arrow.RecordBatch, meta PackMeta) ([]byte, error) {
 		}
 	}
 	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encoding pack %s: %w", meta.PackID, err)
+	}
+	if err := sealChecksum(buf.Bytes(), placeholder); err != nil {
 		return nil, fmt.Errorf("encoding pack %s: %w", meta.PackID, err)
 	}
 	return buf.Bytes(), nil
@@ -413,7 +418,10 @@ func DecodePack(data []byte, mem memory.Allocator) (meta PackMeta, recs []arrow.
 // framing, footer and flatbuffers, every compressed buffer's frame to its
 // checksum, every batch with array.ValidateRecordFull, the schema against
 // the kinds its columns declare, and the footer's rows, tombstones, first
-// and last positions against the rows. Every error wraps ErrCorruptPack.
+// and last positions against the rows, and, before any batch is read, the
+// whole file against its proto.MetaPackChecksum (a file written before
+// checksums has none and is read without). Every error wraps
+// ErrCorruptPack.
 // A pack that passes can be read by arrow-go and by the catalog engine
 // without either trusting a damaged length.
 func VerifyPack(data []byte, limit int64) (PackMeta, *arrow.Schema, error) {
@@ -451,6 +459,9 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 	}
 	defer rd.Close()
 	schema = rd.Schema()
+	if err := verifyChecksum(data, schema); err != nil {
+		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: %w: %v", fileName(schema.Metadata()), ErrCorruptPack, err)
+	}
 	var seg segmentCheck
 	meta, seg.entries, err = metaAndEntries(schema)
 	if err != nil {

@@ -126,9 +126,12 @@ func FuzzDecodePack(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	// Each damaged seed also without its checksum (pt.Unchecksummed), so
+	// that mutations reach the structural checks behind it.
 	f.Add(data)
 	f.Add(data[:len(data)-10])
 	f.Add(pt.DamageBody(data, 4))
+	f.Add(pt.DamageBody(pt.Unchecksummed(data), 4))
 	var many []pt.Row
 	for i := range 3000 {
 		many = append(many, pt.Row{ID: int64(i), Tenant: "a", Note: pt.Str(fmt.Sprint("note ", i)), Op: proto.OpInsert, LSN: 5, Seq: uint64(i + 1)})
@@ -141,6 +144,7 @@ func FuzzDecodePack(f *testing.F) {
 	}
 	f.Add(big) // zstd-compressed
 	f.Add(pt.DamageBody(big, 16))
+	f.Add(pt.DamageBody(pt.Unchecksummed(big), 16))
 	parts, release := sampleParts(nil)
 	seg, _, err := packstore.EncodeSegment(parts, sampleSegmentMeta())
 	release()
@@ -149,6 +153,7 @@ func FuzzDecodePack(f *testing.F) {
 	}
 	f.Add(seg)
 	f.Add(pt.DamageBody(seg, 4))
+	f.Add(pt.DamageBody(pt.Unchecksummed(seg), 4))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		meta, recs, err := packstore.DecodePack(b, mem)

@@ -24,6 +24,14 @@ func TestS3StoreContract(t *testing.T) {
 	packstoretest.StoreContract(t, func(t *testing.T) packstore.Store { return srv.Open(t, "packs") })
 }
 
+// TestS3ClaimContract: the claim objects (the reader's PutClaim, the
+// flusher's GetClaim, the claim GC's ListClaims and DeleteClaim) on the
+// real S3 server of the store contract.
+func TestS3ClaimContract(t *testing.T) {
+	srv := packstoretest.StartS3Server(t)
+	packstoretest.ClaimContract(t, func(t *testing.T) packstore.ClaimCollector { return srv.Open(t, "claims") })
+}
+
 // TestS3HeadAndCompareContract runs the contract in the fallback mode for
 // servers without conditional puts, minus the concurrent-writer case it
 // cannot guarantee.

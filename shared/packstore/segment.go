@@ -163,6 +163,7 @@ func EncodeSegmentBatch(rec arrow.RecordBatch, ranges []SegmentRange, meta Segme
 		keys = append(keys, kv[0])
 		vals = append(vals, kv[1])
 	}
+	keys, vals, placeholder := withChecksum(keys, vals)
 	if withNulls, ok := nullArrays([]arrow.RecordBatch{rec}); ok {
 		rec = withNulls[0]
 		defer rec.Release()
@@ -206,6 +207,9 @@ func EncodeSegmentBatch(rec arrow.RecordBatch, ranges []SegmentRange, meta Segme
 		}
 	}
 	if err := w.Close(); err != nil {
+		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
+	}
+	if err := sealChecksum(buf.Bytes(), placeholder); err != nil {
 		return nil, nil, fmt.Errorf("encoding segment %s: %w", meta.PackID, err)
 	}
 	return buf.Bytes(), entries, nil

@@ -108,12 +108,13 @@ func TestVerifyPackRefusesDamagedBody(t *testing.T) {
 					refused++
 				}
 			}
-			// A compressed body is checksummed: every damage is caught. An
-			// uncompressed one is caught when it breaks the structure
-			// (offsets, lengths, UTF-8, the footer's counts and positions);
-			// a flipped value byte is not detectable and is harmless to read.
-			if tc.compressed && refused != 4 {
-				t.Fatalf("refused %d of 4 damaged compressed packs", refused)
+			// Every file carries the whole file's checksum
+			// (proto.MetaPackChecksum): every damage is caught, compressed
+			// or not. (Without it, a compressed body's zstd frames still
+			// catch any damage, an uncompressed one only damage that breaks
+			// the structure: TestChecksumRefusesFlippedValue.)
+			if refused != 4 {
+				t.Fatalf("refused %d of 4 damaged packs", refused)
 			}
 			if tc.compressed && unseen == 0 {
 				t.Fatal("control: arrow-go's reader refused every damaged pack itself: the damage is not the kind that reached the engine")

@@ -1,6 +1,11 @@
 package packstoretest
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+
+	"github.com/sluice-cdc/sluice/proto"
+)
 
 // DamageBody returns a copy of the pack (an Arrow IPC file) with n bytes
 // in the middle of its record batches inverted, and its footer and schema
@@ -18,3 +23,16 @@ func DamageBody(pack []byte, n int) []byte {
 	}
 	return b
 }
+
+// Unchecksummed returns a copy of a file with its proto.MetaPackChecksum
+// key renamed in place (in the schema message and the footer) to one no
+// reader knows: the file then reads as one written before checksums. For
+// damage tests and fuzz seeds that must reach the structural checks a
+// checksum would otherwise pre-empt.
+func Unchecksummed(file []byte) []byte {
+	return bytes.ReplaceAll(file, []byte(proto.MetaPackChecksum), []byte(uncheckedKey))
+}
+
+// uncheckedKey has MetaPackChecksum's length and differs from it in more
+// than two bytes (a near miss is refused as a damaged key).
+const uncheckedKey = "sluice.test.unsealed"

@@ -16,3 +16,13 @@ func TestDirStoreContract(t *testing.T) {
 		return s
 	})
 }
+
+func TestDirStoreClaimContract(t *testing.T) {
+	packstoretest.ClaimContract(t, func(t *testing.T) packstore.ClaimCollector {
+		s, err := packstore.OpenDir(t.TempDir(), "test-store")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
