@@ -3,6 +3,7 @@ package packstore
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -183,13 +184,23 @@ func bodyBytes(recs []arrow.RecordBatch) int {
 	return n
 }
 
+// compressParallelBytes: bodies this large compress their buffers in
+// parallel.
+const compressParallelBytes = 1 << 20
+
 // newFileWriter starts the Arrow IPC file of a pack or a segment in buf:
 // schema, the default allocator, zstd when the batches' bodies reach
 // CompressMinBytes.
 func newFileWriter(buf *bytes.Buffer, schema *arrow.Schema, recs []arrow.RecordBatch) (*ipc.FileWriter, error) {
 	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator)}
-	if bodyBytes(recs) >= CompressMinBytes {
+	if n := bodyBytes(recs); n >= CompressMinBytes {
 		opts = append(opts, ipc.WithZstd())
+		if n >= compressParallelBytes {
+			// A group commit's segment (thousands of destinations) is
+			// encoded on the committer's path: its buffers compress on
+			// every core.
+			opts = append(opts, ipc.WithCompressConcurrency(runtime.GOMAXPROCS(0)))
+		}
 	}
 	return ipc.NewFileWriter(buf, opts...)
 }
