@@ -74,6 +74,7 @@ type message struct {
 	touched  time.Time     // last ack-progress signal
 	delay    time.Duration // nak delay: the longest any nak'd slice asked for
 	done     bool          // acked or nak'd
+	link     trace.Link    // to the span that published it (invalid: none)
 }
 
 // item is one buffered destination slice of a ROUTED message: exactly what
@@ -96,7 +97,6 @@ type item struct {
 	table, fp   string
 	first, last proto.Position
 	rows, bytes int64
-	link        trace.Link
 }
 
 // span is the slice's rows in place, for resolve.Plan.
@@ -150,6 +150,7 @@ type dest struct {
 // seeded, read epoch) is the core's.
 type part struct {
 	id        int
+	subject   string // proto.RoutedPartitionSubject(id)
 	lease     state.Lease
 	c         *core.Partition[*item]
 	checkedAt time.Time // last settle check
