@@ -97,6 +97,7 @@ type item struct {
 	table, fp   string
 	first, last proto.Position
 	rows, bytes int64
+	slices      int // the message's slices (m.slices, read here by Msg without a second pointer)
 }
 
 // span is the slice's rows in place, for resolve.Plan.
@@ -114,7 +115,7 @@ func (it *item) release() {
 
 // Msg is what the protocol core knows of the slice.
 func (it *item) Msg() core.Msg {
-	return core.Msg{Seq: it.seq, Delivered: it.delivered, First: it.first, Last: it.last, Slices: it.m.slices}
+	return core.Msg{Seq: it.seq, Delivered: it.delivered, First: it.first, Last: it.last, Slices: it.slices}
 }
 
 // dest is one destination: its protocol state in the core (live buffer,

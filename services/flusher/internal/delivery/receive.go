@@ -232,7 +232,7 @@ func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) ([]*ite
 		}
 		it := &block[k]
 		*it = item{m: shared, dest: r.Destination, seq: seq, delivered: delivered, src: rec, lo: r.Lo, hi: r.Hi, sc: sc, cols: cols,
-			table: table, fp: fp, rows: r.Hi - r.Lo}
+			table: table, fp: fp, rows: r.Hi - r.Lo, slices: len(runs)}
 		it.first, it.last = positions(lsn, seqs, r.Lo, r.Hi)
 		its = append(its, it)
 		it.bytes = total * it.rows / max(rows, 1)
