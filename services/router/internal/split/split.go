@@ -160,23 +160,54 @@ func (a *assigner) reorder() []int32 {
 	}
 	nb := len(a.names)
 	ranks := make([]int, nb)
+	lo, hi := 0, 0
+	for b := 1; b < nb; b++ {
+		r := a.rank(a.names[b])
+		ranks[b] = r
+		if b == 1 || r < lo {
+			lo = r
+		}
+		if b == 1 || r > hi {
+			hi = r
+		}
+	}
 	type key struct {
-		rank int
 		name string
 		old  int32
 	}
 	order := make([]key, nb-1) // new position -> old bucket, for 1..
-	for b := 1; b < nb; b++ {
-		ranks[b] = a.rank(a.names[b])
-		order[b-1] = key{ranks[b], a.names[b], int32(b)}
-	}
-	// Names are distinct: (rank, name) is a total order.
-	slices.SortFunc(order, func(x, y key) int {
-		if x.rank != y.rank {
-			return cmp.Compare(x.rank, y.rank)
+	// Names are distinct: by name is a total order within a rank.
+	byName := func(x, y key) int { return strings.Compare(x.name, y.name) }
+	if span := hi - lo; span >= 0 && span <= 4*nb {
+		// Ranks are few (the router's: partitions): the buckets are
+		// counted out by rank, then each rank's sorted by name alone.
+		at := make([]int, span+2)
+		for b := 1; b < nb; b++ {
+			at[ranks[b]-lo+1]++
 		}
-		return strings.Compare(x.name, y.name)
-	})
+		for r := 1; r < len(at); r++ {
+			at[r] += at[r-1]
+		}
+		starts := slices.Clone(at)
+		for b := 1; b < nb; b++ {
+			r := ranks[b] - lo
+			order[at[r]] = key{a.names[b], int32(b)}
+			at[r]++
+		}
+		for r := 0; r+1 < len(starts); r++ {
+			slices.SortFunc(order[starts[r]:starts[r+1]], byName)
+		}
+	} else {
+		for b := 1; b < nb; b++ {
+			order[b-1] = key{a.names[b], int32(b)}
+		}
+		slices.SortFunc(order, func(x, y key) int {
+			if c := cmp.Compare(ranks[x.old], ranks[y.old]); c != 0 {
+				return c
+			}
+			return byName(x, y)
+		})
+	}
 	remap := make([]int32, nb)
 	names := make([]string, nb)
 	counts := make([]int, nb)
@@ -186,9 +217,11 @@ func (a *assigner) reorder() []int32 {
 		old, b := k.old, int32(i+1)
 		remap[old] = b
 		names[b], counts[b], a.ranks[b] = a.names[old], a.counts[old], ranks[old]
-		a.byName[a.names[old]] = b
 	}
 	a.names, a.counts = names, counts
+	// Nothing routes after the reorder: the name map, numbered by the old
+	// buckets, is dropped (a route now would panic, not misnumber).
+	a.byName = nil
 	return remap
 }
 
