@@ -66,16 +66,28 @@ func DestinationRuns(rec arrow.RecordBatch) (runs []DestinationRun, col int, err
 		return nil, col, fmt.Errorf("%s column is %s, want utf8 or a utf8 dictionary", ColDestination, rec.Column(col).DataType())
 	}
 	n := int(rec.NumRows())
-	seen := map[string]struct{}{}
+	// The router writes the runs sorted by name within a partition, so a
+	// run whose name is greater than the one before cannot repeat an
+	// earlier one: the set of names seen is built only once a run breaks
+	// that order.
+	var seen map[string]struct{}
 	for i := 0; i < n; {
 		d, ok := at(i)
 		if !ok {
 			return nil, col, fmt.Errorf("row %d has no %s", i, ColDestination)
 		}
-		if _, dup := seen[d]; dup {
-			return nil, col, fmt.Errorf("destination %q is not contiguous (row %d)", d, i)
+		if seen == nil && len(runs) > 0 && d <= runs[len(runs)-1].Destination {
+			seen = make(map[string]struct{}, 2*len(runs))
+			for _, r := range runs {
+				seen[r.Destination] = struct{}{}
+			}
 		}
-		seen[d] = struct{}{}
+		if seen != nil {
+			if _, dup := seen[d]; dup {
+				return nil, col, fmt.Errorf("destination %q is not contiguous (row %d)", d, i)
+			}
+			seen[d] = struct{}{}
+		}
 		if d == ClearAllDestinations {
 			// a table-wide clear on ROUTED: the flusher expands it
 		} else if err := ValidateDestination(d); err != nil {

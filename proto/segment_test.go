@@ -53,6 +53,16 @@ func TestDestinationRuns(t *testing.T) {
 		if _, _, err := DestinationRuns(destBatch(t, dict, "a", "b", "a")); err == nil || !strings.Contains(err.Error(), "not contiguous") {
 			t.Fatalf("dict=%v: split destination accepted: %v", dict, err)
 		}
+		// Out of name order (the names seen are then kept): a repeat after
+		// the order broke, and one after it resumed, are both found.
+		for _, names := range [][]string{{"b", "a", "c", "a"}, {"b", "a", "c", "b"}, {"c", "b", "a", "d", "e", "c"}} {
+			if _, _, err := DestinationRuns(destBatch(t, dict, names...)); err == nil || !strings.Contains(err.Error(), "not contiguous") {
+				t.Fatalf("dict=%v: %v: split destination accepted: %v", dict, names, err)
+			}
+		}
+		if runs, _, err := DestinationRuns(destBatch(t, dict, "b", "a", "c")); err != nil || len(runs) != 3 {
+			t.Fatalf("dict=%v: out-of-order distinct runs refused: %v %v", dict, runs, err)
+		}
 		if _, _, err := DestinationRuns(destBatch(t, dict, "a.b")); err == nil {
 			t.Fatalf("dict=%v: invalid destination accepted", dict)
 		}

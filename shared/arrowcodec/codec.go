@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -59,8 +60,19 @@ func EncodeWith(rec arrow.RecordBatch, c Compression) (b []byte, err error) {
 	case LZ4:
 		opts = append(opts, ipc.WithLZ4())
 	}
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, opts...)
+	// The stream is written into a pooled scratch buffer and copied out at
+	// its exact size: a fresh bytes.Buffer grew by doubling (each step a
+	// zeroed allocation and a copy) and a body kept in flight would hold
+	// up to twice its size (the reader keeps max_in_flight bodies alive
+	// until their acks).
+	buf := scratchBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxScratch {
+			scratchBufs.Put(buf)
+		}
+	}()
+	w := ipc.NewWriter(buf, opts...)
 	if err := w.Write(rec); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("encoding arrow message: %w", err)
@@ -68,15 +80,14 @@ func EncodeWith(rec arrow.RecordBatch, c Compression) (b []byte, err error) {
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("encoding arrow message: %w", err)
 	}
-	out := buf.Bytes()
-	if cap(out) > len(out)+len(out)/4 {
-		// bytes.Buffer grows by doubling: a body kept in flight would hold
-		// up to twice its size. One copy trims it (the reader keeps
-		// max_in_flight bodies alive until their acks).
-		out = bytes.Clone(out)
-	}
-	return out, nil
+	return bytes.Clone(buf.Bytes()), nil
 }
+
+// scratchBufs are EncodeWith's scratch buffers; one larger than maxScratch
+// is not kept.
+var scratchBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxScratch = 16 << 20
 
 // Decode reads a body written by Encode. The returned batch is allocated from
 // mem (nil means memory.DefaultAllocator) and owned by the caller, who must

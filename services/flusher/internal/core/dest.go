@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/sluice-cdc/sluice/proto"
 )
@@ -170,17 +171,33 @@ func (d *Dest[T]) CursorTarget(f *Flush[T]) (target proto.Position, ok bool) {
 		return proto.Position{}, false
 	}
 	hi := d.maxResolved
-	inJob := make(map[uint64]bool, len(f.Items))
-	for _, it := range f.Items {
+	// The flush's messages: a map only for a large flush (the many
+	// destinations of a partition flush a few messages each).
+	var inJob map[uint64]bool
+	var few [smallFlush]uint64
+	if len(f.Items) > smallFlush {
+		inJob = make(map[uint64]bool, len(f.Items))
+	}
+	for i, it := range f.Items {
 		m := it.Msg()
 		if hi.Less(m.Last) {
 			hi = m.Last
 		}
-		inJob[m.Seq] = true
+		if inJob != nil {
+			inJob[m.Seq] = true
+		} else {
+			few[i] = m.Seq
+		}
+	}
+	isJob := func(seq uint64) bool {
+		if inJob != nil {
+			return inJob[seq]
+		}
+		return slices.Contains(few[:len(f.Items)], seq)
 	}
 	if d.p.mut&ScalarMaxCursor == 0 {
 		for seq, s := range d.pending {
-			if inJob[seq] {
+			if isJob(seq) {
 				continue
 			}
 			lim := prev(s.First)
@@ -194,6 +211,10 @@ func (d *Dest[T]) CursorTarget(f *Flush[T]) (target proto.Position, ok bool) {
 	}
 	return hi, d.cursor.Less(hi)
 }
+
+// smallFlush is the most items a flush's CursorTarget finds by scanning
+// rather than through a map.
+const smallFlush = 16
 
 // CursorWritten records that the cursor was written at pos (StepCursor).
 func (d *Dest[T]) CursorWritten(f *Flush[T], pos proto.Position) (err error) {

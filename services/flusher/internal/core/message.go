@@ -86,17 +86,19 @@ func (d *Dest[T]) setPending(seq uint64, s Span) {
 	if seq == 0 {
 		return
 	}
-	if _, ok := d.pending[seq]; !ok {
+	n := len(d.pending)
+	d.pending[seq] = s
+	if len(d.pending) > n { // new here: one lookup, not two
 		d.p.npend[seq]++
 	}
-	d.pending[seq] = s
 }
 
 func (d *Dest[T]) delPending(seq uint64) {
-	if _, ok := d.pending[seq]; !ok {
+	n := len(d.pending)
+	delete(d.pending, seq)
+	if len(d.pending) == n { // was not pending here
 		return
 	}
-	delete(d.pending, seq)
 	if n := d.p.npend[seq] - 1; n > 0 {
 		d.p.npend[seq] = n
 	} else {

@@ -74,6 +74,7 @@ func (m *Manager) expandClear(ctx context.Context, p *part, its []*item, earlier
 		c := *it
 		c.dest = n
 		c.bytes = per
+		c.slices = len(sorted)
 		it.src.Retain()
 		out = append(out, &c)
 	}

@@ -142,28 +142,39 @@ func stepErr(job *flushJob, s core.Step, err error) error {
 }
 
 // beginFlush starts job's span (linked to every input batch's span) and
-// returns its context.
+// returns its context. One span per destination flush: its constant
+// attributes are made once (flushAttrs), the partition's subject once per
+// claim (part.subject).
 func (m *Manager) beginFlush(ctx context.Context, job *flushJob) context.Context {
 	d := job.d
-	links := make([]trace.Link, 0, len(job.f.Items))
+	var links []trace.Link
 	var rows int64
 	for _, it := range job.f.Items {
-		if it.link.SpanContext.IsValid() {
-			links = append(links, it.link)
+		if it.m.link.SpanContext.IsValid() {
+			if links == nil {
+				links = make([]trace.Link, 0, len(job.f.Items))
+			}
+			links = append(links, it.m.link)
 		}
 		rows += it.rows
 	}
 	job.rows = rows
-	ctx, job.span = tracer.Start(ctx, "flusher.flush", trace.WithLinks(links...), trace.WithAttributes(
-		attribute.String("messaging.system", "nats"),
-		attribute.String("messaging.operation.type", "process"),
-		attribute.String("messaging.destination.name", proto.RoutedPartitionSubject(d.part.id)),
+	attrs := []attribute.KeyValue{
+		flushAttrs[0], flushAttrs[1],
+		attribute.String("messaging.destination.name", d.part.subject),
 		attribute.String("sluice.destination", d.name),
 		attribute.Int("sluice.partition", d.part.id),
 		attribute.Int("sluice.messages", len(job.f.Items)),
-		attribute.Int64("sluice.rows", rows)))
+		attribute.Int64("sluice.rows", rows)}
+	ctx, job.span = tracer.Start(ctx, "flusher.flush", trace.WithLinks(links...), trace.WithAttributes(attrs...))
 	job.ctx = ctx
 	return ctx
+}
+
+// flushAttrs are the attributes every flush span has.
+var flushAttrs = [...]attribute.KeyValue{
+	attribute.String("messaging.system", "nats"),
+	attribute.String("messaging.operation.type", "process"),
 }
 
 // endFlush ends job: on error it applies the failure rule.

@@ -45,6 +45,8 @@ type env struct {
 
 	mu   sync.Mutex
 	sent map[string][]sentRow // destination -> every change published
+	// header, if set, is added to every message publishParts sends.
+	header nats.Header
 }
 
 func newEnv(t testing.TB, mod func(*config.Config)) *env {
@@ -193,6 +195,9 @@ func (e *env) publishParts(t testing.TB, parts ...destRows) string {
 	h.Set(proto.HeaderTable, "public.items")
 	h.Set(proto.HeaderSchema, fp) // of the rows without the destination column
 	h.Set(proto.HeaderMsgID, proto.PartitionMsgID(id, part))
+	for k, v := range e.header {
+		h[k] = v
+	}
 	msg := &nats.Msg{Subject: proto.RoutedPartitionSubject(part), Header: h, Data: body}
 	if _, err := e.js.PublishMsg(e.ctx, msg); err != nil {
 		t.Fatal(err)

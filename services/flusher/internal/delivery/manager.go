@@ -74,6 +74,7 @@ type message struct {
 	touched  time.Time     // last ack-progress signal
 	delay    time.Duration // nak delay: the longest any nak'd slice asked for
 	done     bool          // acked or nak'd
+	link     trace.Link    // to the span that published it (invalid: none)
 }
 
 // item is one buffered destination slice of a ROUTED message: exactly what
@@ -96,7 +97,7 @@ type item struct {
 	table, fp   string
 	first, last proto.Position
 	rows, bytes int64
-	link        trace.Link
+	slices      int // the message's slices (m.slices, read here by Msg without a second pointer)
 }
 
 // span is the slice's rows in place, for resolve.Plan.
@@ -114,7 +115,7 @@ func (it *item) release() {
 
 // Msg is what the protocol core knows of the slice.
 func (it *item) Msg() core.Msg {
-	return core.Msg{Seq: it.seq, Delivered: it.delivered, First: it.first, Last: it.last, Slices: it.m.slices}
+	return core.Msg{Seq: it.seq, Delivered: it.delivered, First: it.first, Last: it.last, Slices: it.slices}
 }
 
 // dest is one destination: its protocol state in the core (live buffer,
@@ -150,6 +151,7 @@ type dest struct {
 // seeded, read epoch) is the core's.
 type part struct {
 	id        int
+	subject   string // proto.RoutedPartitionSubject(id)
 	lease     state.Lease
 	c         *core.Partition[*item]
 	checkedAt time.Time // last settle check

@@ -233,7 +233,7 @@ func (m *Manager) claim(ctx context.Context, id int, quiet bool, listed time.Tim
 		return false, fmt.Errorf("opening consumer of partition %d: %w", id, err)
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	p := &part{id: id, lease: l, c: core.NewPartition[*item](id, l.Term, nil, m.mutants()), cons: cons,
+	p := &part{id: id, subject: proto.RoutedPartitionSubject(id), lease: l, c: core.NewPartition[*item](id, l.Term, nil, m.mutants()), cons: cons,
 		dests: map[string]*dest{}, cancel: cancel, done: make(chan struct{}),
 		deadline: start.Add(m.leaseBudget()), claimedAt: claimedAt}
 	if m.trace != nil {

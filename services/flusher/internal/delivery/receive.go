@@ -146,7 +146,7 @@ func (m *Manager) fetchLoop(ctx context.Context, p *part) {
 // (proto.RoutedSubject, from before partition messages) is one slice.
 func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) ([]*item, error) {
 	legacy := "" // the destination of a per-destination message
-	if msg.Subject() != proto.RoutedPartitionSubject(p.id) {
+	if msg.Subject() != p.subject {
 		part, name, err := proto.ParseRoutedSubject(msg.Subject())
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
@@ -209,9 +209,8 @@ func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) ([]*ite
 	if meta, err := msg.Metadata(); err == nil {
 		seq, delivered = meta.Sequence.Stream, meta.NumDelivered
 	}
-	var link trace.Link
 	if sc := trace.SpanContextFromContext(natsotel.Extract(ctx, h)); sc.IsValid() {
-		link = trace.Link{SpanContext: sc}
+		shared.link = trace.Link{SpanContext: sc}
 	}
 	sc = m.internSchema(fp, sc)
 	lsn, seqs, err := positionCols(rec)
@@ -222,13 +221,18 @@ func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) ([]*ite
 	// (resolve finds the columns again and fails), not here.
 	cols, _ := resolve.ColumnsOf(rec, sc)
 	its := make([]*item, 0, len(runs))
+	// The message's slices in one allocation (they live about as long as
+	// each other, and share the message's batch anyway): at 10,000
+	// destinations a message has hundreds of one-row slices.
+	block := make([]item, len(runs))
 	left, rows := total, rec.NumRows()
 	for k, r := range runs {
 		if r.Lo >= r.Hi {
 			return nil, fmt.Errorf("%w: empty destination run", ErrBadMessage)
 		}
-		it := &item{m: shared, dest: r.Destination, seq: seq, delivered: delivered, src: rec, lo: r.Lo, hi: r.Hi, sc: sc, cols: cols,
-			table: table, fp: fp, link: link, rows: r.Hi - r.Lo}
+		it := &block[k]
+		*it = item{m: shared, dest: r.Destination, seq: seq, delivered: delivered, src: rec, lo: r.Lo, hi: r.Hi, sc: sc, cols: cols,
+			table: table, fp: fp, rows: r.Hi - r.Lo, slices: len(runs)}
 		it.first, it.last = positions(lsn, seqs, r.Lo, r.Hi)
 		its = append(its, it)
 		it.bytes = total * it.rows / max(rows, 1)

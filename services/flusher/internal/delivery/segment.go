@@ -102,6 +102,19 @@ func (m *Manager) newSegmentID() string {
 // reference inlined (segments never hold a reference, proto.ColClaims). On
 // error every part made so far is released.
 func (m *Manager) resolveParts(job *flushJob) (parts []resolvedPart, heldBytes int64, err error) {
+	if its := job.f.Items; len(its) > 0 && oneSchema(its) {
+		// The usual flush: every slice of one table and one schema, one
+		// part, no grouping.
+		p, held, err := m.resolvePart(job, its[0].table, its[0].fp, its)
+		switch {
+		case err != nil:
+			return nil, 0, err
+		case p.rows == 0:
+			releaseParts([]resolvedPart{p})
+			return nil, held, nil
+		}
+		return []resolvedPart{p}, held, nil
+	}
 	type key struct{ table, fp string }
 	var order []key
 	groups := map[key][]*item{}
@@ -146,6 +159,18 @@ func (m *Manager) resolveParts(job *flushJob) (parts []resolvedPart, heldBytes i
 		}
 	}
 	return parts, heldBytes, nil
+}
+
+// oneSchema reports whether every item has the first's table, fingerprint
+// and Arrow schema (interned: compared by identity first).
+func oneSchema(its []*item) bool {
+	f := its[0]
+	for _, it := range its[1:] {
+		if it.table != f.table || it.fp != f.fp || !sameSchema(it.sc, f.sc) {
+			return false
+		}
+	}
+	return true
 }
 
 // resolvePart resolves items (one table, one schema) in place: which of

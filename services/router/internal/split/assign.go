@@ -100,13 +100,13 @@ func (s *Splitter) assignChunked(a *assigner, col arrow.Array, rec arrow.RecordB
 	run(func(c *achunk) {
 		switch col := col.(type) {
 		case *array.Int16:
-			localInts(c, col, col.Int16Values(), hasNulls, ids)
+			localInts(c, col, col.Int16Values(), hasNulls, ids, a.hint)
 		case *array.Int32:
-			localInts(c, col, col.Int32Values(), hasNulls, ids)
+			localInts(c, col, col.Int32Values(), hasNulls, ids, a.hint)
 		case *array.Int64:
-			localInts(c, col, col.Int64Values(), hasNulls, ids)
+			localInts(c, col, col.Int64Values(), hasNulls, ids, a.hint)
 		case *array.String:
-			localStrings(c, col, offs, data, seed, hasNulls, ids)
+			localStrings(c, col, offs, data, seed, hasNulls, ids, a.hint)
 		}
 		if unsafeMoveOutFollowsPair {
 			breakIsolationLocal(rec, cols, ids, c)
@@ -117,9 +117,9 @@ func (s *Splitter) assignChunked(a *assigner, col arrow.Array, rec arrow.RecordB
 	var it *intTable
 	var bt *bytesTable
 	if isString {
-		bt = newBytesTableSeed(data, seed)
+		bt = newBytesTableSeed(data, seed, a.hint)
 	} else {
-		it = newIntTable()
+		it = newIntTable(a.hint)
 	}
 	for w := range chunks {
 		c := &chunks[w]
@@ -244,8 +244,8 @@ func (s *Splitter) eachChunk(chunks []achunk, f func(c *achunk)) {
 }
 
 // localInts is step 1 for an integer routing column.
-func localInts[T integer](c *achunk, arr arrow.Array, vals []T, hasNulls bool, ids []int32) {
-	t := newIntTable()
+func localInts[T integer](c *achunk, arr arrow.Array, vals []T, hasNulls bool, ids []int32, hint int) {
+	t := newIntTable(min(hint, c.hi-c.lo))
 	var lastK int64
 	lastJ := int32(-1)
 	vals, ids2 := vals[c.lo:c.hi], ids[c.lo:c.hi]
@@ -272,8 +272,8 @@ func localInts[T integer](c *achunk, arr arrow.Array, vals []T, hasNulls bool, i
 }
 
 // localStrings is step 1 for a utf8 routing column.
-func localStrings(c *achunk, arr *array.String, offs []int32, data []byte, seed maphash.Seed, hasNulls bool, ids []int32) {
-	t := newBytesTableSeed(data, seed)
+func localStrings(c *achunk, arr *array.String, offs []int32, data []byte, seed maphash.Seed, hasNulls bool, ids []int32, hint int) {
+	t := newBytesTableSeed(data, seed, min(hint, c.hi-c.lo))
 	var last []byte
 	lastJ := int32(-1)
 	for i := c.lo; i < c.hi; i++ {

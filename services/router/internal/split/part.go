@@ -28,8 +28,14 @@ type partRecord struct {
 var _ arrow.RecordBatch = (*partRecord)(nil)
 
 func newPart(parent arrow.RecordBatch, lo, hi int64) *partRecord {
+	return initPart(&partRecord{}, parent, lo, hi)
+}
+
+// initPart makes p (zero) the window [lo, hi) of parent: SplitBy
+// allocates a batch's parts in one block.
+func initPart(p *partRecord, parent arrow.RecordBatch, lo, hi int64) *partRecord {
 	parent.Retain()
-	p := &partRecord{parent: parent, lo: lo, hi: hi}
+	p.parent, p.lo, p.hi = parent, lo, hi
 	p.refs.Store(1)
 	return p
 }

@@ -1,11 +1,15 @@
 package split
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -28,6 +32,9 @@ type Splitter struct {
 	resolve Resolve
 	workers int
 	scratch sync.Pool // *[]int32
+	// distinct is the number of destinations of the last batch split: the
+	// next batch's tables start at that size.
+	distinct atomic.Int64
 }
 
 // New returns a Splitter that allocates output from mem, routes values with
@@ -140,6 +147,7 @@ type assigner struct {
 	null    int32                        // bucket+2 of NULL, 0 until first seen
 	rank    func(destination string) int // nil: buckets in order of first appearance
 	ranks   []int                        // bucket -> rank, after reorder
+	hint    int                          // distinct values expected (the tables' and byName's initial size)
 }
 
 // reorder renumbers the destination buckets (1..) by (rank, name) once
@@ -152,37 +160,76 @@ func (a *assigner) reorder() []int32 {
 	}
 	nb := len(a.names)
 	ranks := make([]int, nb)
+	lo, hi := 0, 0
 	for b := 1; b < nb; b++ {
-		ranks[b] = a.rank(a.names[b])
-	}
-	order := make([]int32, nb-1) // new position -> old bucket, for 1..
-	for i := range order {
-		order[i] = int32(i + 1)
-	}
-	sort.Slice(order, func(i, j int) bool {
-		x, y := order[i], order[j]
-		if ranks[x] != ranks[y] {
-			return ranks[x] < ranks[y]
+		r := a.rank(a.names[b])
+		ranks[b] = r
+		if b == 1 || r < lo {
+			lo = r
 		}
-		return a.names[x] < a.names[y]
-	})
+		if b == 1 || r > hi {
+			hi = r
+		}
+	}
+	type key struct {
+		name string
+		old  int32
+	}
+	order := make([]key, nb-1) // new position -> old bucket, for 1..
+	// Names are distinct: by name is a total order within a rank.
+	byName := func(x, y key) int { return strings.Compare(x.name, y.name) }
+	if span := hi - lo; span >= 0 && span <= 4*nb {
+		// Ranks are few (the router's: partitions): the buckets are
+		// counted out by rank, then each rank's sorted by name alone.
+		at := make([]int, span+2)
+		for b := 1; b < nb; b++ {
+			at[ranks[b]-lo+1]++
+		}
+		for r := 1; r < len(at); r++ {
+			at[r] += at[r-1]
+		}
+		starts := slices.Clone(at)
+		for b := 1; b < nb; b++ {
+			r := ranks[b] - lo
+			order[at[r]] = key{a.names[b], int32(b)}
+			at[r]++
+		}
+		for r := 0; r+1 < len(starts); r++ {
+			slices.SortFunc(order[starts[r]:starts[r+1]], byName)
+		}
+	} else {
+		for b := 1; b < nb; b++ {
+			order[b-1] = key{a.names[b], int32(b)}
+		}
+		slices.SortFunc(order, func(x, y key) int {
+			if c := cmp.Compare(ranks[x.old], ranks[y.old]); c != 0 {
+				return c
+			}
+			return byName(x, y)
+		})
+	}
 	remap := make([]int32, nb)
 	names := make([]string, nb)
 	counts := make([]int, nb)
 	a.ranks = make([]int, nb)
 	counts[0] = a.counts[0]
-	for i, old := range order {
-		b := int32(i + 1)
+	for i, k := range order {
+		old, b := k.old, int32(i+1)
 		remap[old] = b
 		names[b], counts[b], a.ranks[b] = a.names[old], a.counts[old], ranks[old]
-		a.byName[a.names[old]] = b
 	}
 	a.names, a.counts = names, counts
+	// Nothing routes after the reorder: the name map, numbered by the old
+	// buckets, is dropped (a route now would panic, not misnumber).
+	a.byName = nil
 	return remap
 }
 
-func newAssigner(resolve Resolve, column string) *assigner {
-	return &assigner{resolve: resolve, column: column, names: []string{""}, byName: map[string]int32{}, counts: []int{0}}
+// newAssigner returns an assigner sized for hint destinations.
+func newAssigner(resolve Resolve, column string, hint int) *assigner {
+	names := make([]string, 1, hint+1)
+	counts := make([]int, 1, hint+1)
+	return &assigner{resolve: resolve, column: column, names: names, byName: make(map[string]int32, hint), counts: counts, hint: hint}
 }
 
 func (a *assigner) reason(r string) {
@@ -244,7 +291,7 @@ func (a *assigner) count(v int32) int32 {
 type integer interface{ ~int16 | ~int32 | ~int64 }
 
 func assignInts[T integer](a *assigner, arr arrow.Array, vals []T, ids []int32) {
-	t := newIntTable()
+	t := newIntTable(a.hint)
 	hasNulls := arr.NullN() > 0
 	var lastK int64
 	var lastV int32 // 0: no previous value
@@ -273,7 +320,7 @@ func assignStrings(a *assigner, arr *array.String, ids []int32) {
 	if b := arr.Data().Buffers()[2]; b != nil {
 		data = b.Bytes()
 	}
-	t := newBytesTable(data)
+	t := newBytesTable(data, a.hint)
 	hasNulls := arr.NullN() > 0
 	var last []byte
 	var lastV int32
@@ -375,7 +422,10 @@ func (s *Splitter) SplitBy(rec arrow.RecordBatch, rank func(destination string) 
 	}
 	n := int(rec.NumRows())
 	res := &Result{Rows: n}
-	a := newAssigner(s.resolve, cols.routingName)
+	// Sized for the destinations of the last batch (at most a row each):
+	// at 10,000 tenants the tables and the name map otherwise grow and
+	// rehash a dozen times per batch.
+	a := newAssigner(s.resolve, cols.routingName, min(int(s.distinct.Load()), n))
 	a.rank = rank
 
 	routing := rec.Column(cols.routing)
@@ -396,6 +446,7 @@ func (s *Splitter) SplitBy(rec arrow.RecordBatch, rank func(destination string) 
 	} else {
 		starts = s.assignSerial(a, routing, rec, cols, ids, inv)
 	}
+	s.distinct.Store(int64(len(a.names) - 1))
 	res.Dropped = a.dropped
 	res.Reasons = a.reasons
 	total := 0
@@ -421,12 +472,15 @@ func (s *Splitter) SplitBy(rec arrow.RecordBatch, rank func(destination string) 
 	}
 	res.permuted = permuted
 	res.Parts = make([]Part, 0, len(a.names)-1)
+	// The parts' windows in one allocation: at 10,000 destinations a batch
+	// has 10,000 parts.
+	recs := make([]partRecord, len(a.counts))
 	for b, c := range a.counts {
 		if c == 0 {
 			continue
 		}
 		lo, hi := starts[b], starts[b]+c
-		p := Part{Destination: a.names[b], Batch: newPart(permuted, int64(lo), int64(hi)), Lo: int64(lo), Hi: int64(hi)}
+		p := Part{Destination: a.names[b], Batch: initPart(&recs[b], permuted, int64(lo), int64(hi)), Lo: int64(lo), Hi: int64(hi)}
 		if a.ranks != nil {
 			p.Rank = a.ranks[b]
 		}

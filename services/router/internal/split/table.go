@@ -20,8 +20,21 @@ type intTable struct {
 	n    int
 }
 
-func newIntTable() *intTable {
-	return &intTable{keys: make([]int64, minSlots), vals: make([]int32, minSlots), mask: minSlots - 1}
+// newIntTable returns a table sized for hint distinct values without
+// growing.
+func newIntTable(hint int) *intTable {
+	n := slotsFor(hint)
+	return &intTable{keys: make([]int64, n), vals: make([]int32, n), mask: uint64(n - 1)}
+}
+
+// slotsFor is the table size that holds hint values at most half full:
+// minSlots, or the power of two above 2*(hint+1).
+func slotsFor(hint int) int {
+	n := minSlots
+	for n < 2*(hint+1) {
+		n *= 2
+	}
+	return n
 }
 
 func hashInt(k int64) uint64 {
@@ -83,12 +96,16 @@ type bslot struct {
 	val        int32
 }
 
-func newBytesTable(data []byte) *bytesTable { return newBytesTableSeed(data, maphash.MakeSeed()) }
+func newBytesTable(data []byte, hint int) *bytesTable {
+	return newBytesTableSeed(data, maphash.MakeSeed(), hint)
+}
 
-// newBytesTableSeed returns a table hashing with seed: tables that share a
-// seed can share hashes (the chunked assignment's merge).
-func newBytesTableSeed(data []byte, seed maphash.Seed) *bytesTable {
-	return &bytesTable{seed: seed, data: data, slots: make([]bslot, minSlots), mask: minSlots - 1}
+// newBytesTableSeed returns a table hashing with seed, sized for hint
+// distinct values: tables that share a seed can share hashes (the chunked
+// assignment's merge).
+func newBytesTableSeed(data []byte, seed maphash.Seed, hint int) *bytesTable {
+	n := slotsFor(hint)
+	return &bytesTable{seed: seed, data: data, slots: make([]bslot, n), mask: uint64(n - 1)}
 }
 
 func (t *bytesTable) hash(v []byte) uint64 { return maphash.Bytes(t.seed, v) }
