@@ -23,7 +23,7 @@ type CompactPolicy struct {
 	// SmallBytes is compacted too. A member's size is its destination's
 	// share of the file: a pack's bytes, or a segment's bytes times the
 	// destination's fraction of the segment's rows (a flush's segment
-	// holds up to 512 destinations, a compacted one more: a member of one
+	// holds up to 4,096 destinations, a compacted one more: a member of one
 	// is not the whole file).
 	SmallBytes int64
 	// MaxBytes bounds the bytes of the member files one pass reads, each
