@@ -1,6 +1,8 @@
 package proto
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,11 +27,34 @@ const (
 	HeaderOrigSubject  = "Sluice-Orig-Subject"
 	HeaderOrigStream   = "Sluice-Orig-Stream"
 	HeaderOrigSeq      = "Sluice-Orig-Seq"
+	// HeaderPackPath names the pack or segment an indexer dead letter is
+	// about (docs/adr/0034-corrupt-pack-halts.md).
+	HeaderPackPath = "Sluice-Pack-Path"
+	// HeaderHaltDestinations is, on an indexer dead letter, how many
+	// destinations the pack event names (0: unknown, a segment the
+	// reconciler found); HeaderHaltDestinationsHash is the SHA-256 (first 16
+	// bytes, hex) of their names joined by newlines, in the event's order:
+	// the names themselves are in the dead letter's body (the event), so the
+	// headers stay a few dozen bytes for a 4,096-destination segment.
+	HeaderHaltDestinations     = "Sluice-Halt-Destinations"
+	HeaderHaltDestinationsHash = "Sluice-Halt-Destinations-Hash"
 
 	HeaderMsgID       = "Nats-Msg-Id"
 	HeaderTraceparent = "traceparent"
 	HeaderTracestate  = "tracestate"
 )
+
+// DestinationsHash is the value of HeaderHaltDestinationsHash for names.
+func DestinationsHash(names []string) string {
+	h := sha256.New()
+	for i, n := range names {
+		if i > 0 {
+			h.Write([]byte{'\n'})
+		}
+		h.Write([]byte(n))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
 
 // The wire version this build writes. A reader accepts any minor version of
 // its own major and refuses every other major.

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -202,7 +204,7 @@ func (ix *Indexer) handle(ctx context.Context, msg jetstream.Msg) error {
 			ix.mu.Lock()
 			ix.status.DeadLettered++
 			ix.mu.Unlock()
-			return natsx.Permanent(err)
+			return natsx.Permanent(natsx.WithHeaders(err, haltHeaders(msg)))
 		}
 		return err
 	}
@@ -216,6 +218,43 @@ func (ix *Indexer) handle(ctx context.Context, msg jetstream.Msg) error {
 
 var errBadEvent = errors.New("bad pack event")
 
+// haltHeaders are the headers of a pack event's dead letter that make it a
+// halt of the pack's destinations (docs/adr/0034-corrupt-pack-halts.md):
+// the table, the pack's path, its first and last positions, and the count
+// and hash of the destinations it names (their names stay in the dead
+// letter's body, the event itself). What the event does not give is left
+// out (an undecodable event: none of them).
+func haltHeaders(msg jetstream.Msg) nats.Header {
+	h := nats.Header{}
+	ev, err := decodeEvent(msg)
+	if err != nil {
+		if t := msg.Headers().Get(proto.HeaderTable); t != "" {
+			h.Set(proto.HeaderTable, t)
+		}
+		return h
+	}
+	h.Set(proto.HeaderTable, ev.table)
+	h.Set(proto.HeaderPackPath, ev.path)
+	if ev.first != "" {
+		h.Set(proto.HeaderFirst, ev.first)
+	}
+	if ev.last != "" {
+		h.Set(proto.HeaderLast, ev.last)
+	}
+	dests := ev.destinations
+	if len(dests) == 1 && dests[0] == "" {
+		dests = nil // the reconciler's dead letter of a segment, replayed
+	}
+	h.Set(proto.HeaderHaltDestinations, strconv.Itoa(len(dests)))
+	if len(dests) > 0 {
+		h.Set(proto.HeaderHaltDestinationsHash, proto.DestinationsHash(dests))
+	}
+	if len(dests) == 1 {
+		h.Set(proto.HeaderDestination, dests[0])
+	}
+	return h
+}
+
 // event is a decoded pack event: a per-destination pack's (one row, on
 // proto.PacksSubject(destination)) or a segment's (one row per
 // destination it holds, in row order, on proto.SegmentEventSubject(table)).
@@ -224,6 +263,9 @@ type event struct {
 	segment                      bool
 	destinations                 []string // one per row
 	rows                         []int64  // one per row; 0: not given
+	// first and last are the lowest first and highest last position of
+	// the rows ("": not given, as in the reconciler's dead letters).
+	first, last string
 }
 
 func decodeEvent(msg jetstream.Msg) (event, error) {
@@ -276,6 +318,31 @@ func decodeEvent(msg jetstream.Msg) (event, error) {
 	var rows *array.Int64
 	if idx := rec.Schema().FieldIndices("rows"); len(idx) == 1 {
 		rows, _ = rec.Column(idx[0]).(*array.Int64)
+	}
+	var lo, hi proto.Position
+	for _, f := range []struct {
+		name string
+		pos  *string
+		val  *proto.Position
+		low  bool
+	}{{"first", &ev.first, &lo, true}, {"last", &ev.last, &hi, false}} {
+		idx := rec.Schema().FieldIndices(f.name)
+		if len(idx) != 1 {
+			continue
+		}
+		col, ok := rec.Column(idx[0]).(*array.String)
+		if !ok {
+			continue
+		}
+		for i := 0; i < n; i++ {
+			p, err := proto.ParsePosition(col.Value(i))
+			if !col.IsValid(i) || err != nil {
+				continue
+			}
+			if *f.pos == "" || f.low && p.Less(*f.val) || !f.low && f.val.Less(p) {
+				*f.pos, *f.val = col.Value(i), p
+			}
+		}
 	}
 	for i := 0; i < n; i++ {
 		ev.destinations = append(ev.destinations, dest.Value(i))
@@ -562,7 +629,7 @@ func (ix *Indexer) deadLetter(ctx context.Context, it item, reason error) {
 	ix.status.DeadLettered++
 	ix.mu.Unlock()
 	if it.msg != nil {
-		ix.settler.Settle(ctx, it.msg, natsx.Permanent(reason))
+		ix.settler.Settle(ctx, it.msg, natsx.Permanent(natsx.WithHeaders(reason, haltHeaders(it.msg))))
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // HeaderPackPath names the pack a dead letter of the reconciler is about;
 // HeaderStoreID its store.
 const (
-	HeaderPackPath = "Sluice-Pack-Path"
+	HeaderPackPath = proto.HeaderPackPath
 	HeaderStoreID  = "Sluice-Store-Id"
 )
 
@@ -64,6 +65,15 @@ func (ix *Indexer) deadLetterPath(ctx context.Context, path string, size int64, 
 	hdr.Set(proto.HeaderTable, table)
 	hdr.Set(HeaderPackPath, path)
 	hdr.Set(HeaderStoreID, storeID)
+	// A halt of the pack's destinations (docs/adr/0034-corrupt-pack-halts.md):
+	// a segment's are unknown here (0), a pack's is its one.
+	n := 1
+	if dest == "" {
+		n = 0
+	} else {
+		hdr.Set(proto.HeaderHaltDestinationsHash, proto.DestinationsHash([]string{dest}))
+	}
+	hdr.Set(proto.HeaderHaltDestinations, strconv.Itoa(n))
 	return ix.dlq.SendDataWithID(ctx, "pack:"+storeID+":"+path, body, hdr, reason)
 }
 

@@ -133,6 +133,7 @@ func TestSegmentEventIndexed(t *testing.T) {
 			reasons["mismatch"] = r
 		case strings.Contains(r, packstore.ErrCorruptPack.Error()) && strings.Contains(r, damaged.Path()):
 			reasons["corrupt"] = r
+			checkHaltHeaders(t, dl.Header, damaged)
 		}
 	}
 	if len(reasons) != 2 {
@@ -275,5 +276,42 @@ func TestReconcileListsSegmentsIncrementally(t *testing.T) {
 	}
 	if n := inventory(t, cat, future.PackID, recent.PackID); n != 2 {
 		t.Fatalf("the future and recent segments have %d inventory rows, want 2", n)
+	}
+}
+
+// checkHaltHeaders: the dead letter of m's event says what a halt of its
+// destinations needs (docs/adr/0034-corrupt-pack-halts.md): table, path,
+// the lowest first and highest last position, how many destinations and
+// the hash of their names (the names are in its body, the event); the
+// headers do not grow with the destinations.
+func checkHaltHeaders(t *testing.T, h nats.Header, m packstore.PackMeta) {
+	t.Helper()
+	entries, err := m.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var first, last proto.Position
+	for i, e := range entries {
+		names = append(names, e.Destination)
+		f, _ := proto.ParsePosition(e.First)
+		l, _ := proto.ParsePosition(e.Last)
+		if i == 0 || f.Less(first) {
+			first = f
+		}
+		if i == 0 || last.Less(l) {
+			last = l
+		}
+	}
+	want := map[string]string{
+		proto.HeaderTable: m.Table, proto.HeaderPackPath: m.Path(),
+		proto.HeaderFirst: first.String(), proto.HeaderLast: last.String(),
+		proto.HeaderHaltDestinations:     fmt.Sprint(len(names)),
+		proto.HeaderHaltDestinationsHash: proto.DestinationsHash(names),
+	}
+	for k, v := range want {
+		if got := h.Get(k); got != v {
+			t.Errorf("dead letter header %s = %q, want %q", k, got, v)
+		}
 	}
 }

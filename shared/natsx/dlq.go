@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -44,6 +45,25 @@ func NewDeadLetter(js jetstream.JetStream, stage string) *DeadLetter {
 
 // Stage returns the stage this dead letter writes for.
 func (d *DeadLetter) Stage() string { return d.stage }
+
+// WithHeaders returns err carrying hdr: a dead letter whose reason wraps it
+// (Send, SendData, through Permanent and the Settler too) gets these
+// headers besides the copied ones, e.g. what a stage knows about the
+// message that its headers do not say. WithHeaders(nil, …) is nil.
+func WithHeaders(err error, hdr nats.Header) error {
+	if err == nil {
+		return nil
+	}
+	return &headeredError{err: err, hdr: hdr}
+}
+
+type headeredError struct {
+	err error
+	hdr nats.Header
+}
+
+func (e *headeredError) Error() string { return e.err.Error() }
+func (e *headeredError) Unwrap() error { return e.err }
 
 // Send copies msg's body and headers to sluice.dlq.<stage> with
 // Sluice-Stage, Sluice-Reason, Sluice-Orig-Subject/Stream/Seq and
@@ -91,6 +111,12 @@ func (d *DeadLetter) dataID(body []byte, hdr nats.Header) string {
 func (d *DeadLetter) send(ctx context.Context, body []byte, hdr nats.Header, reason error, id string) error {
 	if reason == nil {
 		reason = fmt.Errorf("no reason given")
+	}
+	var he *headeredError
+	if errors.As(reason, &he) {
+		for k, vs := range he.hdr {
+			hdr[k] = append([]string(nil), vs...)
+		}
 	}
 	hdr.Set(proto.HeaderStage, d.stage)
 	hdr.Set(proto.HeaderReason, HeaderValue(reason.Error(), MaxReasonLen))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/proto"
@@ -53,7 +54,10 @@ func TestSettlerOutsideConsume(t *testing.T) {
 	msgs := fetchN(t, cons, 9)
 
 	long := "bad\r\npack " + strings.Repeat("é", 2*MaxReasonLen)
-	if got := s.Settle(ctxT(t), msgs[0], Permanent(errors.New(long))); got != OutcomeTerm {
+	// The stage adds what it knows of the message to its dead letter
+	// (WithHeaders: the indexer's halt headers).
+	extra := nats.Header{proto.HeaderPackPath: []string{"a/b/c.arrow"}}
+	if got := s.Settle(ctxT(t), msgs[0], Permanent(WithHeaders(errors.New(long), extra))); got != OutcomeTerm {
 		t.Fatalf("permanent failure settled as %s, want %s", got, OutcomeTerm)
 	}
 	var wg sync.WaitGroup
@@ -73,6 +77,9 @@ func TestSettlerOutsideConsume(t *testing.T) {
 	reason := dl[0].Header.Get(proto.HeaderReason)
 	if len(reason) > MaxReasonLen || strings.ContainsAny(reason, "\r\n") || !strings.HasPrefix(reason, "bad  pack") {
 		t.Fatalf("dead letter reason not cleaned and capped: %d bytes, %q…", len(reason), reason[:min(len(reason), 20)])
+	}
+	if got := dl[0].Header.Get(proto.HeaderPackPath); got != "a/b/c.arrow" {
+		t.Fatalf("dead letter header %s = %q, want the one WithHeaders gave", proto.HeaderPackPath, got)
 	}
 	if n := strings.Count(logs.String(), "handler failing"); n != 1 {
 		t.Fatalf("a run of 8 transient failures logged %d times, want once:\n%s", n, logs.String())

@@ -70,7 +70,7 @@ type Deps struct {
 // GET /api/v1/series, which the caller runs (Series.Run) for as long as it
 // serves.
 func Register(h *httpx.Server, d Deps) *Series {
-	a := &handler{d: d}
+	a := &handler{d: d, halts: &haltCache{}}
 	h.Handle("GET /api/v1/status", http.HandlerFunc(a.status))
 	registerSnapshots(h, a)
 	h.Handle("GET /api/v1/rows", http.HandlerFunc(a.rows))
@@ -92,7 +92,11 @@ func Register(h *httpx.Server, d Deps) *Series {
 	return series
 }
 
-type handler struct{ d Deps }
+type handler struct {
+	d Deps
+	// halts caches the halts of dead-lettered packs (halts.go).
+	halts *haltCache
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -122,7 +126,14 @@ type Status struct {
 	Services map[string]any `json:"services"`
 	Snapshot *Snapshot      `json:"snapshot,omitempty"`
 	Streams  []StreamStatus `json:"streams"`
-	Time     time.Time      `json:"time"`
+	// HaltedPacks are the packs and segments the indexer dead-lettered,
+	// each halting its destinations until cured (halts.go); in the halts
+	// view too.
+	HaltedPacks []PackHalt `json:"halted_packs,omitempty"`
+	// HaltsError says why the halted packs could not be read: a halt check
+	// must not say yes on it.
+	HaltsError string    `json:"halts_error,omitempty"`
+	Time       time.Time `json:"time"`
 }
 
 // StreamStatus is one JetStream stream with its consumers.
@@ -162,6 +173,7 @@ func (a *handler) status(w http.ResponseWriter, r *http.Request) {
 			}
 			s.Services[name] = f()
 		}
+		s.HaltedPacks, s.HaltsError = a.haltedPacks(ctx)
 		writeJSON(w, http.StatusOK, s)
 		return
 	default:
@@ -177,7 +189,16 @@ func (a *handler) status(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.Streams = a.streams(ctx)
+	s.HaltedPacks, s.HaltsError = a.haltedPacks(ctx)
 	writeJSON(w, http.StatusOK, s)
+}
+
+func (a *handler) haltedPacks(ctx context.Context) ([]PackHalt, string) {
+	hs, err := a.packHalts(ctx)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return hs, ""
 }
 
 func (a *handler) streams(ctx context.Context) []StreamStatus {

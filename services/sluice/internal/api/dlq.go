@@ -88,6 +88,7 @@ var ErrDLQEntry = errors.New("dead letter cannot be replayed")
 var dlqOnlyHeaders = []string{
 	proto.HeaderStage, proto.HeaderReason, proto.HeaderOrigSubject, proto.HeaderOrigStream,
 	proto.HeaderOrigSeq, natsx.HeaderOrigMsgID, natsx.HeaderBodyOmitted, natsx.HeaderDelivered,
+	proto.HeaderHaltDestinations, proto.HeaderHaltDestinationsHash,
 }
 
 // DLQ operates on the dead-letter stream.

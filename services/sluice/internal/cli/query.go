@@ -62,7 +62,9 @@ func newWaitCmd(g *globalFlags) *cobra.Command {
 for every destination, then exit 0. Exit 1 on timeout; exit 2, with the reason on
 stderr, when a halted table or destination holds a change at or below LSN (a halt
 whose first held change is at an unknown position counts as holding one), so that
-no snapshot will include it until an operator acts.`,
+no snapshot will include it until an operator acts. A pack or segment the indexer
+dead-lettered (corrupt) halts its destinations from its first position, until the
+dead letter is replayed or a resync of its table done after it is published.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			target, err := proto.ParseLSN(through)
@@ -272,9 +274,11 @@ func (t *tableWriter) close() error { return t.w.Flush() }
 // `sluice status --json`).
 func printStatus(w io.Writer, raw []byte) error {
 	var st struct {
-		Services map[string]json.RawMessage `json:"services"`
-		Snapshot *api.Snapshot              `json:"snapshot"`
-		Streams  []api.StreamStatus         `json:"streams"`
+		Services    map[string]json.RawMessage `json:"services"`
+		Snapshot    *api.Snapshot              `json:"snapshot"`
+		Streams     []api.StreamStatus         `json:"streams"`
+		HaltedPacks []api.PackHalt             `json:"halted_packs"`
+		HaltsError  string                     `json:"halts_error"`
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("decoding status: %w", err)
@@ -327,6 +331,19 @@ func printStatus(w io.Writer, raw []byte) error {
 			fmt.Fprintf(tw, "  halted table %s\t%s\n", t, reader.Halted[t])
 			fmt.Fprintf(tw, "    to recover it, run:\tsluice resync --table %s\n", t)
 		}
+	}
+	for _, h := range st.HaltedPacks {
+		if h.RecoveringEndLSN != "" {
+			fmt.Fprintf(tw, "corrupt pack %s\tdead letter %d, resynced: in snapshots through %s\n", orUnknown(h.PackPath), h.DLQSeq, h.RecoveringEndLSN)
+			continue
+		}
+		fmt.Fprintf(tw, "halted by a corrupt pack: %s\n", packHaltLine(h))
+		for _, r := range h.Recover {
+			fmt.Fprintf(tw, "    to recover it, run:\t%s\n", r)
+		}
+	}
+	if st.HaltsError != "" {
+		fmt.Fprintf(tw, "halts of dead-lettered packs unknown: %s\n", st.HaltsError)
 	}
 	var flusher struct {
 		Destinations []struct {
@@ -416,9 +433,14 @@ func heldAtOrBelow(ctx context.Context, c *client, target proto.LSN) ([]string, 
 				} `json:"destinations"`
 			} `json:"flusher"`
 		} `json:"services"`
+		HaltedPacks []api.PackHalt `json:"halted_packs"`
+		HaltsError  string         `json:"halts_error"`
 	}
 	if err := c.get(ctx, "/api/v1/status", haltsView, &st); err != nil {
 		return nil, fmt.Errorf("reading the halted tables and destinations: %w", err)
+	}
+	if st.HaltsError != "" {
+		return nil, fmt.Errorf("reading the halts of dead-lettered packs: %s", st.HaltsError)
 	}
 	var out []string
 	r := st.Services.Reader
@@ -442,7 +464,38 @@ func heldAtOrBelow(ctx context.Context, c *client, target proto.LSN) ([]string, 
 		}
 		out = append(out, fmt.Sprintf("destination %s is halted with its cursor at %q, below %s: its later changes are in no snapshot: %s", d.Destination, d.Cursor, target, d.LastError))
 	}
+	for _, h := range st.HaltedPacks {
+		if h.RecoveringEndLSN != "" {
+			continue // cured by resyncs: recoveringAtOrBelow
+		}
+		if first, err := proto.ParsePosition(h.FirstPosition); err == nil && first.LSN > target {
+			continue
+		}
+		out = append(out, packHaltLine(h))
+	}
 	return out, nil
+}
+
+// packHaltLine is one dead-lettered pack's halt, as `sluice wait` and
+// `sluice status` print it (docs/adr/0034-corrupt-pack-halts.md).
+func packHaltLine(h api.PackHalt) string {
+	from := "an unknown position"
+	if h.FirstPosition != "" {
+		from = h.FirstPosition
+	}
+	what := "table " + h.Table
+	if h.Table == "" {
+		what = "an unknown table"
+	}
+	return fmt.Sprintf("%s is halted for %s: pack %s (positions %s to %s) was dead-lettered (dlq %d), its changes from %s on are in no snapshot: %s (recover: %s)",
+		what, h.Listed(), orUnknown(h.PackPath), orUnknown(h.FirstPosition), orUnknown(h.LastPosition), h.DLQSeq, from, h.Reason, strings.Join(h.Recover, "; or "))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // recoveringAtOrBelow says why a snapshot through through is not yet
@@ -459,6 +512,7 @@ func recoveringAtOrBelow(ctx context.Context, c *client, target proto.LSN, throu
 				} `json:"recovered_halts"`
 			} `json:"reader"`
 		} `json:"services"`
+		HaltedPacks []api.PackHalt `json:"halted_packs"`
 	}
 	if err := c.get(ctx, "/api/v1/status", haltsView, &st); err != nil {
 		return err.Error()
@@ -474,6 +528,16 @@ func recoveringAtOrBelow(ctx context.Context, c *client, target proto.LSN, throu
 		if err1 == nil && err2 == nil && at <= target && got < end {
 			return fmt.Sprintf("table %s was halted at %s and resynced: its changes from there are in snapshots through %s, the latest is through %s", t, at, end, through)
 		}
+	}
+	for _, h := range st.HaltedPacks {
+		end, err := proto.ParseLSN(h.RecoveringEndLSN)
+		if err != nil || got >= end {
+			continue
+		}
+		if first, err := proto.ParsePosition(h.FirstPosition); err == nil && first.LSN > target {
+			continue
+		}
+		return fmt.Sprintf("table %s's dead-lettered pack %s was resynced: its changes are in snapshots through %s, the latest is through %s", h.Table, h.PackPath, end, through)
 	}
 	return ""
 }
@@ -492,12 +556,18 @@ func attention(ctx context.Context, c *client) []string {
 				} `json:"destinations"`
 			} `json:"flusher"`
 		} `json:"services"`
-		Streams []api.StreamStatus `json:"streams"`
+		Streams     []api.StreamStatus `json:"streams"`
+		HaltedPacks []api.PackHalt     `json:"halted_packs"`
 	}
 	if err := c.get(ctx, "/api/v1/status", nil, &st); err != nil {
 		return nil
 	}
 	var out []string
+	for _, h := range st.HaltedPacks {
+		if h.RecoveringEndLSN == "" {
+			out = append(out, packHaltLine(h))
+		}
+	}
 	for _, t := range slices.Sorted(maps.Keys(st.Services.Reader.Halted)) {
 		out = append(out, fmt.Sprintf("table %s is halted, its later changes are in no snapshot: %s", t, st.Services.Reader.Halted[t]))
 	}
