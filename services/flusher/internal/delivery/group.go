@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
-// Group commit: workers resolve (CPU); a committer takes every resolved
+// Group commit: workers resolve (CPU); one committer takes every resolved
 // flush waiting (up to commitBatchMax) and makes the group durable and
 // visible with shared round trips, in the same order as a single flush:
 //
@@ -37,14 +37,9 @@ import (
 // until committed.
 //
 // A group's fixed costs (the group of fsyncs, the cursor statement, the
-// PubAck round trips, the lease query) are paid once per group, and each
-// committer runs one group at a time, so a group takes every resolved
-// flush waiting, up to commitBatchMax. Two committers run side by side
-// (committers): one group's encoding overlaps the other's waits on the
-// store, Postgres and JetStream, which at 10,000 tenants were half of a
-// group's time. Groups never share a flush, and a destination has at most
-// one flush in flight, so each destination's steps stay in order; acks
-// of two groups interleave, which JetStream takes in any order: when thousands of destinations fall
+// PubAck round trips, the lease query) are paid once per group and the
+// committer runs one group at a time, so the group takes every resolved
+// flush waiting, up to commitBatchMax: when thousands of destinations fall
 // due together (one flush interval at 10,000 tenants) they commit in a few
 // groups, not in tenants/512 serial ones. A group writes one segment per
 // table whatever its destinations, so files per second follow group
@@ -60,7 +55,6 @@ const (
 	segmentMaxDests = commitBatchMax // destinations per segment, at most
 	eventEntryCost  = 64             // a PACKS event row's bytes beyond its destination's name, compressed: positions, counts, offsets
 	putParallel     = 16             // concurrent one-at-a-time segment writes (fallback, non-batch stores)
-	committers      = 2              // group commits side by side
 )
 
 // compressEventsFrom: a PACKS event of this many destinations or more is

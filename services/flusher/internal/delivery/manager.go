@@ -187,10 +187,7 @@ type Manager struct {
 	ackWait     time.Duration
 	// group commit (group.go)
 	commitQ chan *flushJob
-	// committers run group commits side by side (group.go committers);
-	// tests that gate one group set 1.
-	committers int
-	pub        *natsx.Publisher
+	pub     *natsx.Publisher
 	// segments (segment.go): this process's writer token and ordinal
 	segOnce   sync.Once
 	segWriter string
@@ -285,7 +282,6 @@ func New(cfg config.Config, deps Deps) (*Manager, error) {
 	m.settler = natsx.NewSettler(natsx.SettleOptions{Stage: "flusher", DLQ: natsx.NewDeadLetter(deps.JS, "flusher"), Log: m.log})
 	m.cond = sync.NewCond(&m.mu)
 	m.commitQ = make(chan *flushJob, commitQueue)
-	m.committers = committers
 	m.pub = natsx.NewPublisher(deps.JS, commitBatchMax)
 	// A segment's PACKS event stays within half the server's max_payload
 	// (groupSegments); 1 MiB, the default, when the connection does not say.
@@ -377,14 +373,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	for i := 0; i < m.dc.Workers; i++ {
 		workers.Go(func() error { m.worker(wctx); return nil })
 	}
-	// The committers end once the workers have stopped and they have
+	// The committer ends once the workers have stopped and it has
 	// committed (or failed) every flush they queued.
 	committed := make(chan struct{})
-	var cwg sync.WaitGroup
-	for range m.committers {
-		cwg.Go(func() { m.committer(workCtx) })
-	}
-	go func() { cwg.Wait(); close(committed) }()
+	go func() { defer close(committed); m.committer(workCtx) }()
 	stopCommitter := func() {
 		close(m.commitQ)
 		<-committed

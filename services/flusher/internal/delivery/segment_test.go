@@ -78,7 +78,6 @@ func holdGroup(t testing.TB, m *Manager, n int) *groupGate {
 	var once, first sync.Once
 	g.release = func() { once.Do(func() { close(g.open) }) }
 	t.Cleanup(g.release)
-	m.committers = 1 // one group takes every flush waiting at the gate
 	m.beforeGroup = func() { first.Do(func() { <-g.open }) }
 	return g
 }
