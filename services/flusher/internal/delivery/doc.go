@@ -23,10 +23,11 @@
 //
 // NOTES
 //   - Group commit (group.go, segment.go): workers only resolve; one
-//     committer takes every resolved flush waiting (up to 512) and runs
-//     the steps of a flush once for the group, in the same order: one
-//     segment per (table, schema) holding every flush's rows of it,
-//     encoded in parallel and written with shared fsyncs
+//     committer takes every resolved flush waiting (up to commitBatchMax)
+//     and runs the steps of a flush once for the group, in the same
+//     order: one segment per (table, schema) holding every flush's rows of
+//     it (up to the PACKS event's budget), encoded in parallel across
+//     tables and written with shared fsyncs
 //     (packstore.BatchPutter), cursors advanced in one fenced monotonic
 //     statement (state.Cursors.AdvanceMany), one PACKS event per segment
 //     published async with every PubAck awaited, the leases of the group
