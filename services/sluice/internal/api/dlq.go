@@ -152,26 +152,35 @@ func (d *DLQ) List(ctx context.Context, stage string, limit int) ([]DLQEntry, er
 	if total == 0 {
 		return out, nil
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{stageFilter(stage)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	n := int(min(total, 1<<20))
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	err = scanDLQ(ctx, stream, stageFilter(stage), n, d.listWait, func(seq uint64, at time.Time, m jetstream.Msg) {
+		out = append(out, entry(seq, m.Subject(), m.Headers(), len(m.Data()), at))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", proto.StreamDLQ, err)
 	}
-	for {
-		// Ask for exactly what is left, so Fetch returns as soon as it has
-		// it (it waits the full listWait only when entries vanished meanwhile).
-		want := 256
-		if left := int(min(total-uint64(len(out)), 1<<20)); left < want {
-			want = max(left, 1)
-		}
-		if limit > 0 && limit-len(out) < want {
-			want = limit - len(out)
-		}
-		batch, err := cons.Fetch(want, jetstream.FetchMaxWait(d.listWait))
+	return out, nil
+}
+
+// scanDLQ reads up to n dead letters of filter, oldest first, calling each
+// on every one; it stops early when the stream holds no more. Each fetch
+// asks for exactly what is left, so it returns as soon as it has it (it
+// waits the full wait only when entries vanished meanwhile).
+func scanDLQ(ctx context.Context, stream jetstream.Stream, filter string, n int, wait time.Duration, each func(seq uint64, at time.Time, m jetstream.Msg)) error {
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return err
+	}
+	for read := 0; read < n; {
+		batch, err := cons.Fetch(max(min(n-read, 256), 1), jetstream.FetchMaxWait(wait))
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", proto.StreamDLQ, err)
+			return err
 		}
 		got, last := 0, false
 		for m := range batch.Messages() {
@@ -180,17 +189,18 @@ func (d *DLQ) List(ctx context.Context, stage string, limit int) ([]DLQEntry, er
 			if err != nil {
 				continue
 			}
-			e := entry(meta.Sequence.Stream, m.Subject(), m.Headers(), len(m.Data()), meta.Timestamp)
-			out = append(out, e)
+			read++
+			each(meta.Sequence.Stream, meta.Timestamp, m)
 			last = meta.NumPending == 0
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("listing %s: %w", proto.StreamDLQ, err)
+			return err
 		}
-		if got == 0 || last || (limit > 0 && len(out) >= limit) {
-			return out, nil
+		if got == 0 || last {
+			return nil
 		}
 	}
+	return nil
 }
 
 func entry(seq uint64, subject string, h nats.Header, size int, at time.Time) DLQEntry {

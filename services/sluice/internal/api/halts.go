@@ -14,7 +14,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -238,35 +237,12 @@ func scanIndexerDeadLetters(ctx context.Context, stream jetstream.Stream, total 
 	if total == 0 {
 		return nil, nil
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy,
+	var out []PackHalt
+	err := scanDLQ(ctx, stream, subject, int(min(total, maxHaltScan)), time.Second, func(seq uint64, at time.Time, m jetstream.Msg) {
+		out = append(out, haltOf(seq, at, m.Headers(), m.Data()))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the indexer's dead letters: %w", err)
-	}
-	want := int(min(total, maxHaltScan))
-	var out []PackHalt
-	for len(out) < want {
-		batch, err := cons.Fetch(min(want-len(out), 256), jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("reading the indexer's dead letters: %w", err)
-		}
-		got, last := 0, false
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			out = append(out, haltOf(meta.Sequence.Stream, meta.Timestamp, m.Headers(), m.Data()))
-			last = meta.NumPending == 0
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("reading the indexer's dead letters: %w", err)
-		}
-		if got == 0 || last {
-			break
-		}
 	}
 	if total > maxHaltScan {
 		out = append(out, PackHalt{
