@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluice-cdc/sluice/shared/config"
 )
 
 // TestDataDirLock: one process at a time holds data_dir; a clean exit
@@ -54,11 +52,7 @@ func TestDataDirLock(t *testing.T) {
 // TestSecondDevRefused: a second process on a data_dir whose embedded
 // stack is open is refused before it touches the NATS store.
 func TestSecondDevRefused(t *testing.T) {
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTP.Listen = "127.0.0.1:0"
-	cfg.NATS.Listen, cfg.NATS.Monitor = "127.0.0.1:0", ""
-	cfg.Telemetry.LogLevel = "error"
+	cfg := devConfig(t)
 	ctx := context.Background()
 	st, err := Open(ctx, cfg, "test", Needs{EmbeddedNATS: true})
 	if err != nil {

@@ -16,11 +16,7 @@ import (
 // /healthz, and on shutdown stops its components one at a time in the order
 // given.
 func TestServeStopsInPipelineOrder(t *testing.T) {
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTP.Listen = "127.0.0.1:0"
-	cfg.NATS.Listen, cfg.NATS.Monitor = "127.0.0.1:0", ""
-	cfg.Telemetry.LogLevel = "error"
+	cfg := devConfig(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st, err := Open(ctx, cfg, "test", Needs{EmbeddedNATS: true})
@@ -72,11 +68,7 @@ func TestServeStopsInPipelineOrder(t *testing.T) {
 
 // A component that fails stops the process with its error.
 func TestServeReturnsAComponentFailure(t *testing.T) {
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTP.Listen = "127.0.0.1:0"
-	cfg.NATS.Listen, cfg.NATS.Monitor = "127.0.0.1:0", ""
-	cfg.Telemetry.LogLevel = "error"
+	cfg := devConfig(t)
 	ctx := context.Background()
 	st, err := Open(ctx, cfg, "test", Needs{EmbeddedNATS: true})
 	if err != nil {
@@ -101,4 +93,15 @@ func TestRunRefusesEmbeddedNATS(t *testing.T) {
 	if err == nil {
 		t.Fatal("a single service opened an embedded NATS nobody else can reach")
 	}
+}
+
+// devConfig is the config of an embedded stack on free loopback ports in
+// a fresh data_dir.
+func devConfig(t *testing.T) config.Config {
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.NATS.Listen, cfg.NATS.Monitor = "127.0.0.1:0", ""
+	cfg.Telemetry.LogLevel = "error"
+	return cfg
 }
