@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/sluice-cdc/sluice/shared/config"
@@ -155,5 +156,40 @@ func TestNewRegistry(t *testing.T) {
 	}
 	if _, err := b.Gather(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Without an exporter, the spans a process starts are not recorded but
+// keep valid ids (logged and propagated); a trace that arrives sampled
+// stays sampled. Control: with a span processor (an exporter's place),
+// spans are recorded.
+func TestUnexportedSpansNotRecorded(t *testing.T) {
+	tp, err := NewTracerProvider(context.Background(), "flusher", config.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, span := tp.Tracer("t").Start(context.Background(), "flush")
+	if span.IsRecording() || span.SpanContext().IsSampled() || !span.SpanContext().IsValid() {
+		t.Fatalf("root span without exporter: recording %v sampled %v valid %v", span.IsRecording(), span.SpanContext().IsSampled(), span.SpanContext().IsValid())
+	}
+	_, child := tp.Tracer("t").Start(ctx, "child")
+	if child.SpanContext().TraceID() != span.SpanContext().TraceID() || child.IsRecording() {
+		t.Fatal("child span: not in the same unrecorded trace")
+	}
+	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled, Remote: true})
+	_, in := tp.Tracer("t").Start(trace.ContextWithRemoteSpanContext(context.Background(), remote), "in")
+	if !in.SpanContext().IsSampled() {
+		t.Fatal("a sampled incoming trace lost its sampled flag")
+	}
+
+	rec := tracetest.NewSpanRecorder()
+	tp2, err := NewTracerProvider(context.Background(), "flusher", config.Telemetry{}, sdktrace.WithSpanProcessor(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tp2.Shutdown(context.Background()) }()
+	if _, s := tp2.Tracer("t").Start(context.Background(), "flush"); !s.IsRecording() {
+		t.Fatal("control: a provider with a span processor does not record")
 	}
 }

@@ -25,6 +25,13 @@
 //     throughput phase; cores is their CPU per second of the latency phase.
 //     Unlike rows/s and latency these do not depend on what else the
 //     machine runs, so they compare runs made at different loads.
+//   - The table's key is (tenant_id, id), the multi-tenant key sluice
+//     expects (the routing column in the replica identity). Its inserts
+//     land at one btree position per tenant, so the source itself takes
+//     longer at more tenants (measured on Postgres alone, 1,500,000 rows in
+//     two connections: 2.0-2.1 s at 10 tenants, 3.7-4.2 s at 10,000): the
+//     load column shows it. SLUICE_BENCH_KEY="id, tenant_id" gives every
+//     tenant count the same source cost, to compare sluice alone.
 //   - SLUICE_BENCH_TENANTS (default 10,1000,10000,100000) picks the tenant
 //     counts;
 //     SLUICE_BENCH_BUDGET (default 3m) bounds the wait for the throughput

@@ -142,32 +142,33 @@ func stepErr(job *flushJob, s core.Step, err error) error {
 }
 
 // beginFlush starts job's span (linked to every input batch's span) and
-// returns its context. One span per destination flush: its constant
-// attributes are made once (flushAttrs), the partition's subject once per
-// claim (part.subject).
+// returns its context. One span per destination flush: its links and
+// attributes are made only when it records (a process that exports
+// nowhere samples nothing, telemetry.Setup), its constant attributes once
+// (flushAttrs), the partition's subject once per claim (part.subject).
 func (m *Manager) beginFlush(ctx context.Context, job *flushJob) context.Context {
 	d := job.d
-	var links []trace.Link
 	var rows int64
 	for _, it := range job.f.Items {
-		if it.m.link.SpanContext.IsValid() {
-			if links == nil {
-				links = make([]trace.Link, 0, len(job.f.Items))
-			}
-			links = append(links, it.m.link)
-		}
 		rows += it.rows
 	}
 	job.rows = rows
-	attrs := []attribute.KeyValue{
-		flushAttrs[0], flushAttrs[1],
+	ctx, job.span = tracer.Start(ctx, "flusher.flush")
+	job.ctx = ctx
+	if !job.span.IsRecording() {
+		return ctx
+	}
+	for _, it := range job.f.Items {
+		if it.m.link.SpanContext.IsValid() {
+			job.span.AddLink(it.m.link)
+		}
+	}
+	job.span.SetAttributes(flushAttrs[0], flushAttrs[1],
 		attribute.String("messaging.destination.name", d.part.subject),
 		attribute.String("sluice.destination", d.name),
 		attribute.Int("sluice.partition", d.part.id),
 		attribute.Int("sluice.messages", len(job.f.Items)),
-		attribute.Int64("sluice.rows", rows)}
-	ctx, job.span = tracer.Start(ctx, "flusher.flush", trace.WithLinks(links...), trace.WithAttributes(attrs...))
-	job.ctx = ctx
+		attribute.Int64("sluice.rows", rows))
 	return ctx
 }
 

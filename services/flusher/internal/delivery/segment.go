@@ -248,8 +248,18 @@ type segInput struct {
 // encoded with one footer entry per destination.
 func (m *Manager) encodeSegment(table, fp string, schema *arrow.Schema, ins []segInput) (*segment, error) {
 	meta := packstore.SegmentMeta{PackID: m.newSegmentID(), StoreID: m.store.ID(), Table: table, Schema: fp}
-	var spans []resolve.Span
-	var keep []resolve.Ref
+	var nSpans, nKeep int
+	for _, in := range ins {
+		if in.part.rec != nil {
+			nSpans++
+			nKeep += int(in.part.rec.NumRows())
+		} else {
+			nSpans += len(in.part.spans)
+			nKeep += len(in.part.keep)
+		}
+	}
+	spans := make([]resolve.Span, 0, nSpans)
+	keep := make([]resolve.Ref, 0, nKeep)
 	ranges := make([]packstore.SegmentRange, len(ins))
 	for i, in := range ins {
 		sp, kp := in.part.input()
