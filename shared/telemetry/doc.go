@@ -12,5 +12,7 @@
 //
 // NOTES: Setup always installs a real SDK TracerProvider, even without an
 // OTLP endpoint, so trace ids are created and propagated through NATS
-// headers; only export is skipped.
+// headers; without an endpoint the traces a process starts are not sampled
+// (no span records attributes or links only to drop them), and a trace that
+// arrives sampled stays sampled.
 package telemetry
