@@ -400,7 +400,7 @@ func (ix *Indexer) check(ctx context.Context, msg jetstream.Msg) (catalog.PackRe
 		return catalog.PackRef{}, fmt.Errorf("%w: event names %s %s/%s (segment %v), footer names %s/%s (segment %v)", catalog.ErrPackMismatch,
 			ev.packID, ev.destinations, ev.table, ev.segment, m.PackID, m.Table, m.IsSegment())
 	}
-	if err := matchDestinations(ev, m); err != nil {
+	if err := matchDestinations(ev, ref); err != nil {
 		return catalog.PackRef{}, err
 	}
 	ref.Trace = msg.Headers().Get(proto.HeaderTraceparent)
@@ -409,14 +409,15 @@ func (ix *Indexer) check(ctx context.Context, msg jetstream.Msg) (catalog.PackRe
 
 // matchDestinations checks the event's destinations (and rows) against the
 // footer's: a pack's destination, a segment's entries in order.
-func matchDestinations(ev event, m packstore.PackMeta) error {
+func matchDestinations(ev event, ref catalog.PackRef) error {
+	m := ref.Meta
 	if !m.IsSegment() {
 		if m.Destination != ev.destinations[0] || ev.rows[0] > 0 && ev.rows[0] != m.Rows {
 			return fmt.Errorf("%w: event names destination %s with %d rows, footer %s with %d", catalog.ErrPackMismatch, ev.destinations[0], ev.rows[0], m.Destination, m.Rows)
 		}
 		return nil
 	}
-	entries, err := m.Entries()
+	entries, err := ref.Entries()
 	if err != nil {
 		return err
 	}

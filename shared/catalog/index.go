@@ -29,6 +29,18 @@ type PackRef struct {
 	// data is the pack's bytes when it is small enough to stage (see
 	// stage.go); nil: the engine reads the pack where the store keeps it.
 	data []byte
+	// entries is a segment's destination index as read with the footer
+	// (readRef), so that it is parsed once however often it is asked for.
+	entries []proto.SegmentEntry
+}
+
+// Entries is a segment's destination index (nil for a pack): as read with
+// the footer when the ref was read (ReadRef), else parsed from Meta.
+func (p PackRef) Entries() ([]proto.SegmentEntry, error) {
+	if p.entries != nil {
+		return p.entries, nil
+	}
+	return p.Meta.Entries()
 }
 
 // PackKey is a pack's identity in the catalog: the store it is read from
@@ -369,7 +381,7 @@ func (c *Catalog) recordPacks(ctx context.Context, storeID string, packs []PackR
 			row(p, p.Meta.Destination, p.Meta.First, p.Meta.Last, p.Meta.Rows, p.Meta.Tombstones)
 			continue
 		}
-		entries, err := p.Meta.Entries()
+		entries, err := p.Entries()
 		if err != nil {
 			return fmt.Errorf("recording segment %s in the inventory: %w", p.Meta.PackID, err)
 		}
@@ -412,14 +424,14 @@ func readRef(ctx context.Context, store packstore.Store, path string, limit int6
 	if err != nil {
 		return PackRef{}, err
 	}
-	meta, schema, err := packstore.VerifyPack(data, limit)
+	meta, schema, entries, err := packstore.VerifyPackEntries(data, limit)
 	if err != nil {
 		return PackRef{}, fmt.Errorf("reading pack %s: %w", path, err)
 	}
 	if want := meta.Path(); want != path {
 		return PackRef{}, fmt.Errorf("%w: pack at %s says it is %s (destination %s, table %s)", ErrPackMismatch, path, want, meta.Destination, meta.Table)
 	}
-	ref := PackRef{Meta: meta, Schema: schema, Path: path, Bytes: int64(len(data))}
+	ref := PackRef{Meta: meta, Schema: schema, Path: path, Bytes: int64(len(data)), entries: entries}
 	if len(data) <= stageMaxBytes {
 		ref.data = data
 	}

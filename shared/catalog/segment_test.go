@@ -273,3 +273,31 @@ func TestCorruptSegmentRefused(t *testing.T) {
 		t.Fatalf("rebuild %+v, want the good segment indexed and two refused", st)
 	}
 }
+
+// TestReadRefKeepsEntries: a segment's destination index is parsed once,
+// with its footer (ReadRef), and what PackRef.Entries returns is what the
+// footer holds; a ref made without reading (no index kept) parses Meta's.
+func TestReadRefKeepsEntries(t *testing.T) {
+	store := openStore(t, "s1")
+	parts := []catalogtest.Part{
+		{Destination: "shop1", Rows: []catalogtest.Row{catalogtest.Ins(100, 1, item(1, "shop1", nil))}},
+		{Destination: "shop2", Rows: []catalogtest.Row{catalogtest.Ins(100, 2, item(1, "shop2", nil)), catalogtest.Ins(101, 1, item(2, "shop2", nil))}},
+	}
+	meta := catalogtest.WriteSegment(t, store, catalogtest.Items, segID(1), parts)
+	ref, err := catalog.ReadRef(t.Context(), store, meta.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := meta.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ref.Entries()
+	if err != nil || !reflect.DeepEqual(got, want) || len(got) != 2 || got[1].Destination != "shop2" || got[1].Rows != 2 {
+		t.Fatalf("entries kept by ReadRef: %+v, %v; footer: %+v", got, err, want)
+	}
+	bare := catalog.PackRef{Meta: ref.Meta}
+	if got, err := bare.Entries(); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("entries of a ref not read: %+v, %v", got, err)
+	}
+}

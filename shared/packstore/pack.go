@@ -420,7 +420,7 @@ const DecodeLimit = 1 << 30
 // DecodePack reads a whole pack, verified as VerifyPack verifies it. The
 // caller releases every returned batch.
 func DecodePack(data []byte, mem memory.Allocator) (meta PackMeta, recs []arrow.RecordBatch, err error) {
-	meta, _, recs, err = decodePack(data, mem, DecodeLimit, true)
+	meta, _, recs, _, err = decodePack(data, mem, DecodeLimit, true)
 	return meta, recs, err
 }
 
@@ -436,14 +436,23 @@ func DecodePack(data []byte, mem memory.Allocator) (meta PackMeta, recs []arrow.
 // A pack that passes can be read by arrow-go and by the catalog engine
 // without either trusting a damaged length.
 func VerifyPack(data []byte, limit int64) (PackMeta, *arrow.Schema, error) {
-	meta, schema, _, err := decodePack(data, nil, limit, false)
+	meta, schema, _, err := VerifyPackEntries(data, limit)
 	return meta, schema, err
+}
+
+// VerifyPackEntries is VerifyPack, also returning a segment's destination
+// index, parsed and checked (nil for a pack): what PackMeta.Entries would
+// parse again from the footer's JSON, thousands of entries in a segment of
+// many destinations.
+func VerifyPackEntries(data []byte, limit int64) (PackMeta, *arrow.Schema, []proto.SegmentEntry, error) {
+	meta, schema, _, entries, err := decodePack(data, nil, limit, false)
+	return meta, schema, entries, err
 }
 
 // decodePack verifies data, returning its batches when keep is set (and
 // releasing each after checking it otherwise). On an error it returns
 // nothing and has released everything it allocated.
-func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta PackMeta, schema *arrow.Schema, recs []arrow.RecordBatch, err error) {
+func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta PackMeta, schema *arrow.Schema, recs []arrow.RecordBatch, entries []proto.SegmentEntry, err error) {
 	if limit <= 0 {
 		limit = DecodeLimit
 	}
@@ -457,35 +466,35 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 			for _, rec := range kept {
 				rec.Release()
 			}
-			meta, schema, recs = PackMeta{}, nil, nil
+			meta, schema, recs, entries = PackMeta{}, nil, nil, nil
 			la.ReleaseLeaked() // what arrow dropped on its error paths
 		}
 	}()
 	if err := arrowcodec.VerifyFile(data, limit); err != nil {
-		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
+		return PackMeta{}, nil, nil, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
 	}
 	rd, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(la))
 	if err != nil {
-		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
+		return PackMeta{}, nil, nil, nil, fmt.Errorf("decoding pack: %w: %v", ErrCorruptPack, err)
 	}
 	defer rd.Close()
 	schema = rd.Schema()
 	if err := verifyChecksum(data, schema); err != nil {
-		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: %w: %v", fileName(schema.Metadata()), ErrCorruptPack, err)
+		return PackMeta{}, nil, nil, nil, fmt.Errorf("decoding pack %s: %w: %v", fileName(schema.Metadata()), ErrCorruptPack, err)
 	}
 	var seg segmentCheck
 	meta, seg.entries, err = metaAndEntries(schema)
 	if err != nil {
-		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack: %w", err)
+		return PackMeta{}, nil, nil, nil, fmt.Errorf("decoding pack: %w", err)
 	}
 	if err := checkSchema(schema); err != nil {
-		return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: %w: %v", meta.PackID, ErrCorruptPack, err)
+		return PackMeta{}, nil, nil, nil, fmt.Errorf("decoding pack %s: %w: %v", meta.PackID, ErrCorruptPack, err)
 	}
 	var sum summary
 	for i := 0; i < rd.NumRecords(); i++ {
 		rec, err := rd.RecordBatchAt(i)
 		if err != nil {
-			return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
+			return PackMeta{}, nil, nil, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
 		}
 		if keep {
 			kept = append(kept, rec)
@@ -501,7 +510,7 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 			rec.Release()
 		}
 		if err != nil {
-			return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
+			return PackMeta{}, nil, nil, nil, fmt.Errorf("decoding pack %s: batch %d: %w: %v", meta.PackID, i, ErrCorruptPack, err)
 		}
 	}
 	for _, c := range []struct {
@@ -514,15 +523,15 @@ func decodePack(data []byte, mem memory.Allocator, limit int64, keep bool) (meta
 		{"last position", meta.Last, sum.last},
 	} {
 		if c.footer != c.rows {
-			return PackMeta{}, nil, nil, fmt.Errorf("decoding pack %s: %w: footer says %s %v, the rows say %v", meta.PackID, ErrCorruptPack, c.name, c.footer, c.rows)
+			return PackMeta{}, nil, nil, nil, fmt.Errorf("decoding pack %s: %w: footer says %s %v, the rows say %v", meta.PackID, ErrCorruptPack, c.name, c.footer, c.rows)
 		}
 	}
 	if meta.IsSegment() {
 		if err := seg.finish(); err != nil {
-			return PackMeta{}, nil, nil, fmt.Errorf("decoding segment %s: %w: %v", meta.PackID, ErrCorruptPack, err)
+			return PackMeta{}, nil, nil, nil, fmt.Errorf("decoding segment %s: %w: %v", meta.PackID, ErrCorruptPack, err)
 		}
 	}
-	return meta, schema, kept, nil
+	return meta, schema, kept, seg.entries, nil
 }
 
 // checkSchema checks a pack's columns against what they declare: the
