@@ -21,8 +21,9 @@
 //     is dead-lettered with its path and reason. A panic while indexing is a
 //     permanent error for its pack. Every indexing statement is bounded by
 //     indexer.max_memory and indexer.max_statement_time.
-//   - Events are gathered for up to indexer.batch_wait or indexer.batch_rows
-//     rows, then indexed together: one INSERT ... SELECT per (table, schema)
+//   - Events are gathered for up to indexer.batch_wait (from when the first
+//     was queued: one that waited behind a slow batch does not wait again)
+//     or indexer.batch_rows rows, then indexed together: one INSERT ... SELECT per (table, schema)
 //     over a UNION ALL of the packs' files. A failed batch is retried pack by
 //     pack, so one bad pack cannot hold the others back.
 //   - The reconciler lists the pack store every indexer.reconcile_interval

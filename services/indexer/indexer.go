@@ -63,6 +63,8 @@ type Indexer struct {
 	settler *natsx.Settler
 	queue   chan item
 	m       metrics
+	// indexBatch indexes one batch of the batcher (flush; tests replace it).
+	indexBatch func(ctx context.Context, batch []item)
 
 	// indexMu serializes Index calls of the batcher and the reconciler in
 	// this process, so one does not re-insert what the other is indexing
@@ -95,8 +97,9 @@ type Indexer struct {
 const AckWait = 15 * time.Second
 
 type item struct {
-	ref catalog.PackRef
-	msg jetstream.Msg
+	ref    catalog.PackRef
+	msg    jetstream.Msg
+	queued time.Time // when it was checked and queued for the batcher
 }
 
 type metrics struct {
@@ -125,6 +128,7 @@ func New(cfg config.Config, deps Deps) (*Indexer, error) {
 		bad:   map[string]bool{},
 	}
 	ix.settler = natsx.NewSettler(natsx.SettleOptions{Stage: "indexer", DLQ: ix.dlq, Log: log})
+	ix.indexBatch = ix.flush
 	reg := deps.Metrics
 	ix.m = metrics{
 		packs:      telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_indexer_packs_total", Help: "Packs indexed into the catalog."})),
@@ -209,7 +213,7 @@ func (ix *Indexer) handle(ctx context.Context, msg jetstream.Msg) error {
 		return err
 	}
 	select {
-	case ix.queue <- item{ref: ref, msg: msg}:
+	case ix.queue <- item{ref: ref, msg: msg, queued: time.Now()}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -439,11 +443,22 @@ func matchDestinations(ev event, ref catalog.PackRef) error {
 }
 
 // batcher gathers queued packs for up to batch_wait or batch_rows rows and
-// indexes them together. On shutdown, waiting events are naked.
+// indexes them together. batch_wait counts from when a batch's first pack
+// was queued, not from when the batcher got to it: a pack that waited
+// behind a slow batch (a segment of thousands of destinations takes
+// 100-200 ms to index) is not made to wait batch_wait again, and when the
+// batch closes everything queued by then joins it (up to the bounds). On
+// shutdown, waiting events are naked.
 func (ix *Indexer) batcher(ctx context.Context) error {
 	var batch []item
 	var rows, bytes int64
 	var timer <-chan time.Time
+	add := func(it item) (full bool) {
+		batch = append(batch, it)
+		rows += it.ref.Meta.Rows
+		bytes += it.ref.Bytes
+		return rows >= int64(ix.cfg.Indexer.BatchRows) || len(batch) >= maxBatchPacks || bytes >= maxBatchBytes
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -464,17 +479,25 @@ func (ix *Indexer) batcher(ctx context.Context) error {
 			}
 		case it := <-ix.queue:
 			if len(batch) == 0 {
-				timer = time.After(ix.cfg.Indexer.BatchWait)
+				timer = time.After(max(0, ix.cfg.Indexer.BatchWait-time.Since(it.queued)))
 			}
-			batch = append(batch, it)
-			rows += it.ref.Meta.Rows
-			bytes += it.ref.Bytes
-			if rows < int64(ix.cfg.Indexer.BatchRows) && len(batch) < maxBatchPacks && bytes < maxBatchBytes {
+			if !add(it) {
 				continue
 			}
 		case <-timer:
+		drain:
+			for {
+				select {
+				case it := <-ix.queue:
+					if add(it) {
+						break drain
+					}
+				default:
+					break drain
+				}
+			}
 		}
-		ix.flush(ctx, batch)
+		ix.indexBatch(ctx, batch)
 		batch, rows, bytes, timer = nil, 0, 0, nil
 	}
 }
