@@ -369,34 +369,54 @@ func (c *Catalog) recordPacks(ctx context.Context, storeID string, packs []PackR
 		return fmt.Errorf("recording %d packs in the inventory: reading the server clock: %w", len(packs), err)
 	}
 	now := asInt(res.Rows[0][0])
-	vals := make([]string, 0, len(packs))
-	row := func(p PackRef, dest string, first, last proto.Position, rows, tombs int64) {
-		m := p.Meta
-		vals = append(vals, fmt.Sprintf("(%s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %d, %d, %d, %s)",
-			quote(storeID), quote(m.PackID), quote(dest), quote(m.Table), quote(p.Path), quote(m.Schema),
-			uint64(first.LSN), first.Seq, uint64(last.LSN), last.Seq, rows, tombs, p.Bytes, now, quote(p.Trace)))
-	}
+	// One row per (pack, destination), written into one builder: a
+	// segment's thousands of rows share its own values, quoted once.
+	var vals strings.Builder
+	var num []byte
+	nrows := 0
 	for _, p := range packs {
-		if !p.Meta.IsSegment() {
-			row(p, p.Meta.Destination, p.Meta.First, p.Meta.Last, p.Meta.Rows, p.Meta.Tombstones)
+		m := p.Meta
+		head := "(" + quote(storeID) + ", " + quote(m.PackID) + ", "
+		mid := ", " + quote(m.Table) + ", " + quote(p.Path) + ", " + quote(m.Schema)
+		tail := ", " + i64(p.Bytes) + ", " + i64(now) + ", " + quote(p.Trace) + ")"
+		row := func(dest string, first, last proto.Position, rows, tombs int64) {
+			if nrows > 0 {
+				vals.WriteString(", ")
+			}
+			nrows++
+			vals.WriteString(head)
+			vals.WriteString(quote(dest))
+			vals.WriteString(mid)
+			num = num[:0]
+			for _, v := range [...]uint64{uint64(first.LSN), first.Seq, uint64(last.LSN), last.Seq} {
+				num = strconv.AppendUint(append(num, ", "...), v, 10)
+			}
+			for _, v := range [...]int64{rows, tombs} {
+				num = strconv.AppendInt(append(num, ", "...), v, 10)
+			}
+			vals.Write(num)
+			vals.WriteString(tail)
+		}
+		if !m.IsSegment() {
+			row(m.Destination, m.First, m.Last, m.Rows, m.Tombstones)
 			continue
 		}
 		entries, err := p.Entries()
 		if err != nil {
-			return fmt.Errorf("recording segment %s in the inventory: %w", p.Meta.PackID, err)
+			return fmt.Errorf("recording segment %s in the inventory: %w", m.PackID, err)
 		}
 		for _, e := range entries {
 			first, err1 := proto.ParsePosition(e.First)
 			last, err2 := proto.ParsePosition(e.Last)
 			if err := errors.Join(err1, err2); err != nil {
-				return fmt.Errorf("recording segment %s in the inventory: %w", p.Meta.PackID, err)
+				return fmt.Errorf("recording segment %s in the inventory: %w", m.PackID, err)
 			}
-			row(p, e.Destination, first, last, e.Rows, e.Tombstones)
+			row(e.Destination, first, last, e.Rows, e.Tombstones)
 		}
 	}
-	q := "INSERT INTO " + ident(c.n.packs()) + " (store_id, pack_id, destination, table, path, fingerprint, first_lsn, first_seq, last_lsn, last_seq, rows, tombstones, bytes, indexed_at, trace)" + c.limits.settings() + " VALUES " + strings.Join(vals, ", ")
+	q := "INSERT INTO " + ident(c.n.packs()) + " (store_id, pack_id, destination, table, path, fingerprint, first_lsn, first_seq, last_lsn, last_seq, rows, tombstones, bytes, indexed_at, trace)" + c.limits.settings() + " VALUES " + vals.String()
 	if err := c.conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("recording %d packs in the inventory (%d rows): %w", len(packs), len(vals), err)
+		return fmt.Errorf("recording %d packs in the inventory (%d rows): %w", len(packs), nrows, err)
 	}
 	return nil
 }

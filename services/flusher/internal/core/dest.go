@@ -40,7 +40,10 @@ func (d *Dest[T]) Receive(it T, gen uint64, hook func() Verdict) (v Verdict, res
 	m := it.Msg()
 	defer func() {
 		if d.p.rec != nil {
-			d.p.record(Record{Ev: EvReceive, Dest: d.Name, Msg: &m, Gen: gen, Out: v.String() + res.text()})
+			// A copy: &m itself would move m to the heap on every call,
+			// recorded or not (one allocation per slice received).
+			rm := m
+			d.p.record(Record{Ev: EvReceive, Dest: d.Name, Msg: &rm, Gen: gen, Out: v.String() + res.text()})
 		}
 	}()
 	if d.p.lost {
@@ -220,7 +223,8 @@ const smallFlush = 16
 func (d *Dest[T]) CursorWritten(f *Flush[T], pos proto.Position) (err error) {
 	defer func() {
 		if d.p.rec != nil {
-			d.p.record(Record{Ev: EvWritten, Dest: d.Name, Pos: &pos, Out: errText(err)})
+			rp := pos // a copy, as in Receive
+			d.p.record(Record{Ev: EvWritten, Dest: d.Name, Pos: &rp, Out: errText(err)})
 		}
 	}()
 	if f.Next() != StepCursor {

@@ -486,7 +486,10 @@ func (s *Splitter) SplitBy(rec arrow.RecordBatch, rank func(destination string) 
 		}
 		p.First, p.Last = spans[b].first, spans[b].last
 		if b == 0 {
-			res.Unroutable = &p
+			// A copy: &p itself would move p to the heap for every part
+			// (10,000 a batch at 10,000 destinations), not just this one.
+			u := p
+			res.Unroutable = &u
 			continue
 		}
 		res.Parts = append(res.Parts, p)
