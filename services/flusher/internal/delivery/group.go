@@ -44,7 +44,7 @@ import (
 // groups, not in tenants/512 serial ones. A group writes one segment per
 // table whatever its destinations, so files per second follow group
 // commits, not tenants: a segment's PACKS event has one row per
-// destination, zstd-compressed (its pack id, path, table and schema repeat
+// destination, LZ4-compressed (its pack id, path, table and schema repeat
 // on every row), and a segment closes only when its event's estimated
 // size (eventEntryCost per destination) would pass half of
 // nats.max_payload — 200-character destination names, the longest there
@@ -58,7 +58,7 @@ const (
 )
 
 // compressEventsFrom: a PACKS event of this many destinations or more is
-// zstd-compressed.
+// LZ4-compressed (packEvent says why not zstd).
 const compressEventsFrom = 16
 
 // manyCursors is the batch cursor write of state.Cursors.
