@@ -446,6 +446,9 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		Eval: func(ctx context.Context, sql string, args [][]byte) ([][]byte, error) {
 			return evalGenerated(ctx, src, sql, args)
 		},
+		ColumnNums: func(ctx context.Context, relid uint32) (capture.ColumnNums, error) {
+			return source.ColumnNums(ctx, src, relid)
+		},
 		HasDefault: func(ctx context.Context, relid uint32, column string) (bool, error) {
 			return source.HasDefault(ctx, src, relid, column)
 		},
@@ -633,23 +636,30 @@ func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []s
 		if r.state.Halted(t.Name) != "" {
 			continue
 		}
-		rows, err := src.Query(ctx, `SELECT attname, atttypid::int8, atttypmod FROM pg_catalog.pg_attribute
-			WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum`, t.OID)
+		rows, err := src.Query(ctx, `SELECT attname, atttypid::int8, atttypmod, attnum, attgenerated = '' FROM pg_catalog.pg_attribute
+			WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.OID)
 		if err != nil {
 			r.log.Warn("periodic schema check failed", "table", t.Name, "error", err)
 			return
 		}
-		cur, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (pgoutput.Column, error) {
-			var c pgoutput.Column
-			var oid int64
-			err := row.Scan(&c.Name, &oid, &c.TypMod)
-			c.TypeOID = uint32(oid)
-			return c, err
+		var cur []pgoutput.Column
+		nums := capture.ColumnNums{}
+		var c pgoutput.Column
+		var oid int64
+		var num int16
+		var sent bool // not generated: a Relation message lists it
+		_, err = pgx.ForEachRow(rows, []any{&c.Name, &oid, &c.TypMod, &num, &sent}, func() error {
+			nums[c.Name] = num
+			if sent {
+				c.TypeOID = uint32(oid)
+				cur = append(cur, c)
+			}
+			return nil
 		})
 		if err != nil || len(cur) == 0 {
 			continue // dropped: checkReplaced shows it
 		}
-		reason, err := capture.CheckSchema(ctx, r.state, t, cur, opts.HasDefault, opts.AutoResync)
+		reason, err := capture.CheckSchema(ctx, r.state, t, cur, nums, opts.HasDefault, opts.AutoResync)
 		if err != nil {
 			r.log.Warn("periodic schema check failed", "table", t.Name, "error", err)
 			continue

@@ -44,9 +44,11 @@ func (s *sluice) awaitAutoResync(prefix string, n int, timeout time.Duration) st
 // DEFAULT 7` and `RENAME COLUMN` rewrite the existing rows without a row in
 // the WAL; the reader sees them in the next Relation message, resyncs the
 // table by itself, and every tenant's copy ends equal to the source (older
-// rows read the default, the new name) without operator action. The last
-// two steps change no row after the DDL: the periodic schema check (every
-// 10 s) sees them, with no Relation message to tell.
+// rows read the default, the new name) without operator action. Steps
+// 3, 4 and 6 change no row after the DDL: the periodic schema check (every
+// 10 s) sees them, with no Relation message to tell. The last column dropped
+// and added again under its name is seen by its attnum, in a Relation
+// message and by the periodic check.
 func TestAutoResyncOnSchemaChange(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
@@ -77,6 +79,10 @@ func TestAutoResyncOnSchemaChange(t *testing.T) {
 		{`ALTER TABLE public.sc_items RENAME COLUMN name TO title`, `UPDATE public.sc_items SET v = -v WHERE id = 5`, "schema_change: column_renamed"},
 		{`ALTER TABLE public.sc_items ADD COLUMN y text DEFAULT 'd'`, "", "schema_change: column_default"},
 		{`ALTER TABLE public.sc_items RENAME COLUMN title TO label`, "", "schema_change: column_renamed"},
+		// The last column dropped and added again comes back in its place,
+		// under its name and type: only its attnum tells.
+		{`ALTER TABLE public.sc_items DROP COLUMN y; ALTER TABLE public.sc_items ADD COLUMN y text DEFAULT 'e'`, `UPDATE public.sc_items SET v = -v WHERE id = 6`, "schema_change: column_readded"},
+		{`ALTER TABLE public.sc_items DROP COLUMN y; ALTER TABLE public.sc_items ADD COLUMN y text DEFAULT 'f'`, "", "schema_change: column_readded"},
 	} {
 		src.exec(step.ddl)
 		if step.change != "" {

@@ -50,13 +50,22 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 		return s.halt(ctx, t, "replica_identity", fmt.Errorf("%w: %s has REPLICA IDENTITY %q without %s; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it",
 			ErrIdentityChanged, name, string(r.Identity), t.info.Routing, name))
 	}
-	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
-		return nil
-	}
 	if s.o.AutoResync != nil {
-		reason, detail, err := SchemaChange(ctx, s.o.HasDefault, r.ID, LastColumns(s.o.State, t.info), r.Columns)
+		// Before the unchanged-columns shortcut below: a last column dropped
+		// and added again under its name and type comes back unchanged.
+		var curNums ColumnNums
+		if s.o.ColumnNums != nil {
+			var err error
+			if curNums, err = s.o.ColumnNums(ctx, r.ID); err != nil {
+				return fmt.Errorf("reading the columns of %s: %w", name, err)
+			}
+		}
+		reason, detail, err := SchemaChange(ctx, s.o.HasDefault, r.ID, LastColumns(s.o.State, t.info), r.Columns, LastColumnNums(s.o.State, t.info), curNums)
 		if err != nil {
 			return err
+		}
+		if len(curNums) > 0 {
+			s.o.State.SetColumnNums(name, curNums)
 		}
 		if reason != "" {
 			// The new schema streams from here on; the resync re-copies
@@ -67,6 +76,9 @@ func (s *session) relation(ctx context.Context, r pgoutput.Relation) error {
 				}
 			}()
 		}
+	}
+	if t.schema != nil && slices.Equal(t.relCols, r.Columns) {
+		return nil
 	}
 	gens := t.info.Generated
 	if s.o.DescribeGenerated != nil {

@@ -17,8 +17,12 @@ import (
 //   - RENAME COLUMN: existing rows' values are under the new name;
 //   - a column dropped and added again under its name: existing rows hold
 //     NULL (or the new default) there, the catalog's copy the old values.
-// A Relation message shows each of them (against the one the session last
-// saw), and the reader then resyncs the table by itself (AutoResync).
+// A Relation message shows the first two (against the one the session last
+// saw), and the third when the column moved after another; one that was
+// the last column comes back in its place, under its name and type, and
+// only its attnum (pg_attribute, read on every Relation message and by the
+// periodic check) tells. The reader then resyncs the table by itself
+// (AutoResync).
 
 // Auto-resync reasons (sluice_reader_auto_resyncs_total{reason}).
 const (
@@ -29,6 +33,40 @@ const (
 
 // AutoResyncFunc queues a resync of table (every destination) for reason.
 type AutoResyncFunc func(ctx context.Context, table, reason, detail string) error
+
+// ColumnNums are a table's live columns' attnums, by name.
+type ColumnNums map[string]int16
+
+// ColumnNumsFunc reads relation relid's ColumnNums from the catalog.
+type ColumnNumsFunc func(ctx context.Context, relid uint32) (ColumnNums, error)
+
+// LastColumnNums are the attnums last read for t's columns (SetColumnNums),
+// else the ones the reader read at start; nil when neither is known.
+func LastColumnNums(st *State, t source.Table) ColumnNums {
+	if nums := st.ColumnNums(t.Name); nums != nil {
+		return nums
+	}
+	if len(t.ColumnNums) != len(t.Columns) {
+		return nil
+	}
+	out := make(ColumnNums, len(t.Columns))
+	for i, n := range t.Columns {
+		out[n] = t.ColumnNums[i]
+	}
+	return out
+}
+
+// readded returns a column both old and cur have under another attnum
+// (sorted first, for a stable detail), or "".
+func readded(old, cur ColumnNums) string {
+	var out string
+	for n, num := range cur {
+		if was, ok := old[n]; ok && was != num && (out == "" || n < out) {
+			out = n
+		}
+	}
+	return out
+}
 
 // HasDefaultFunc reports whether column of relation relid has a value in
 // the rows it existed before (a default at ADD COLUMN time).
@@ -62,15 +100,23 @@ func LastColumns(st *State, t source.Table) []pgoutput.Column {
 // resynced (autoResync) without waiting for one. The columns become the
 // table's last described (State.SetColumns), so the Relation message that
 // comes with its next change does not queue the resync again.
-func CheckSchema(ctx context.Context, st *State, t source.Table, cur []pgoutput.Column, hasDefault HasDefaultFunc, autoResync AutoResyncFunc) (reason string, err error) {
-	reason, detail, err := SchemaChange(ctx, hasDefault, t.OID, LastColumns(st, t), cur)
-	if err != nil || reason == "" {
+//
+// curNums are the catalog's attnums of cur (nil: not compared); they become
+// the table's last read ones whatever the outcome.
+func CheckSchema(ctx context.Context, st *State, t source.Table, cur []pgoutput.Column, curNums ColumnNums, hasDefault HasDefaultFunc, autoResync AutoResyncFunc) (reason string, err error) {
+	reason, detail, err := SchemaChange(ctx, hasDefault, t.OID, LastColumns(st, t), cur, LastColumnNums(st, t), curNums)
+	if err != nil {
 		return reason, err
 	}
-	if err := autoResync(ctx, t.Name, reason, detail+" (seen by the periodic schema check)"); err != nil {
-		return reason, err
+	if reason != "" {
+		if err := autoResync(ctx, t.Name, reason, detail+" (seen by the periodic schema check)"); err != nil {
+			return reason, err
+		}
+		st.SetColumns(t.Name, cur)
 	}
-	st.SetColumns(t.Name, cur)
+	if curNums != nil {
+		st.SetColumnNums(t.Name, curNums)
+	}
 	return reason, nil
 }
 
@@ -78,10 +124,18 @@ func CheckSchema(ctx context.Context, st *State, t source.Table, cur []pgoutput.
 // catalog's) with the ones last seen and names the change that rewrote
 // existing rows without WAL, or "" for none (a column added without a
 // default reads NULL in older rows, as it should; a dropped one disappears
-// from reads). hasDefault, when set, tells an added column's default.
-func SchemaChange(ctx context.Context, hasDefault HasDefaultFunc, relid uint32, old, cur []pgoutput.Column) (reason, detail string, err error) {
+// from reads). hasDefault, when set, tells an added column's default;
+// oldNums and curNums, when both are set, the attnums of the columns then
+// and now (a column of both under another attnum was dropped and added
+// again, wherever it stands).
+func SchemaChange(ctx context.Context, hasDefault HasDefaultFunc, relid uint32, old, cur []pgoutput.Column, oldNums, curNums ColumnNums) (reason, detail string, err error) {
 	if len(old) == 0 {
 		return "", "", nil
+	}
+	if oldNums != nil && curNums != nil {
+		if n := readded(oldNums, curNums); n != "" {
+			return ReasonColumnReadded, fmt.Sprintf("column %s dropped and added again (attnum %d, was %d)", n, curNums[n], oldNums[n]), nil
+		}
 	}
 	names := func(cs []pgoutput.Column) []string {
 		out := make([]string, len(cs))

@@ -1,9 +1,12 @@
 package capture
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
+	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 )
 
 // SchemaChange names the WAL-less rewrites of existing rows from two
@@ -35,10 +38,55 @@ func TestSchemaChange(t *testing.T) {
 		{"type changed (a halt, not a resync)", base, cols("tenant_id", 25, "id", 20, "name", 23, "v", 23), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, detail, err := SchemaChange(t.Context(), nil, 1, c.old, c.cur)
+			got, detail, err := SchemaChange(t.Context(), nil, 1, c.old, c.cur, nil, nil)
 			if err != nil || got != c.want {
 				t.Errorf("reason %q (%s, %v), want %q", got, detail, err, c.want)
 			}
 		})
+	}
+}
+
+// The last column dropped and added again under its name and type comes
+// back in its place: the two Relation messages are equal, and only the
+// attnums (pg_attribute) tell. The control: the same columns without them
+// show nothing, which is how its rows kept their old values.
+func TestSchemaChangeReaddedLastColumn(t *testing.T) {
+	cols := []pgoutput.Column{{Name: "tenant_id", TypeOID: 25}, {Name: "id", TypeOID: 20}, {Name: "v", TypeOID: 23}}
+	before := ColumnNums{"tenant_id": 1, "id": 2, "v": 3}
+	after := ColumnNums{"tenant_id": 1, "id": 2, "v": 4} // attnum 3 is the dropped one
+	got, detail, err := SchemaChange(t.Context(), nil, 1, cols, cols, before, after)
+	if err != nil || got != ReasonColumnReadded || !strings.Contains(detail, "column v") {
+		t.Errorf("with attnums: reason %q (%s, %v), want %q naming v", got, detail, err, ReasonColumnReadded)
+	}
+	if got, _, _ := SchemaChange(t.Context(), nil, 1, cols, cols, nil, nil); got != "" {
+		t.Errorf("control: without attnums the change shows as %q", got)
+	}
+	renamed := []pgoutput.Column{cols[0], cols[1], {Name: "w", TypeOID: 23}}
+	if got, _, _ := SchemaChange(t.Context(), nil, 1, cols, renamed, before, ColumnNums{"tenant_id": 1, "id": 2, "w": 3}); got != ReasonColumnRenamed {
+		t.Errorf("a rename keeps its attnum: reason %q, want %q", got, ReasonColumnRenamed)
+	}
+	if got, _, _ := SchemaChange(t.Context(), nil, 1, cols, cols, before, before); got != "" {
+		t.Errorf("unchanged: reason %q", got)
+	}
+
+	// The periodic check reads the attnums too, and makes them the last
+	// read: the Relation message that follows queues nothing again.
+	st := NewState()
+	tbl := source.Table{Name: "public.t", OID: 1, Columns: []string{"tenant_id", "id", "v"}, ColumnNums: []int16{1, 2, 3}}
+	var queued []string
+	auto := func(_ context.Context, table, reason, _ string) error {
+		queued = append(queued, table+" "+reason)
+		return nil
+	}
+	for range 2 {
+		if _, err := CheckSchema(t.Context(), st, tbl, cols, after, nil, auto); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(queued) != 1 || queued[0] != "public.t "+ReasonColumnReadded {
+		t.Errorf("periodic checks queued %v, want one %s", queued, ReasonColumnReadded)
+	}
+	if got, _, _ := SchemaChange(t.Context(), nil, 1, LastColumns(st, tbl), cols, LastColumnNums(st, tbl), after); got != "" {
+		t.Errorf("the Relation message after the periodic check: reason %q, want none", got)
 	}
 }

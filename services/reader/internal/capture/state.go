@@ -32,6 +32,7 @@ type State struct {
 	resyncs   map[string]ResyncProgress
 	recovered map[string]Recovered
 	columns   map[string][]pgoutput.Column // LastColumns
+	nums      map[string]ColumnNums        // LastColumnNums
 	lastErr   string
 }
 
@@ -53,7 +54,7 @@ type ResyncProgress struct {
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}, resyncs: map[string]ResyncProgress{}, recovered: map[string]Recovered{}, columns: map[string][]pgoutput.Column{}}
+	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}, resyncs: map[string]ResyncProgress{}, recovered: map[string]Recovered{}, columns: map[string][]pgoutput.Column{}, nums: map[string]ColumnNums{}}
 }
 
 // SetColumns records the columns last described for table (LastColumns).
@@ -61,6 +62,20 @@ func (s *State) SetColumns(table string, cols []pgoutput.Column) {
 	s.mu.Lock()
 	s.columns[table] = slices.Clone(cols)
 	s.mu.Unlock()
+}
+
+// SetColumnNums records the attnums last read for table's columns.
+func (s *State) SetColumnNums(table string, nums ColumnNums) {
+	s.mu.Lock()
+	s.nums[table] = maps.Clone(nums)
+	s.mu.Unlock()
+}
+
+// ColumnNums returns the attnums last read for table's columns, or nil.
+func (s *State) ColumnNums(table string) ColumnNums {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.nums[table])
 }
 
 // Columns returns the columns last described for table, or nil.

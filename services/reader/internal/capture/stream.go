@@ -77,7 +77,11 @@ type Options struct {
 	// the rows the source no longer has.
 	BackfillClear bool
 	HasDefault    HasDefaultFunc
-	Publish       PublishFunc
+	// ColumnNums reads a relation's attnums on each Relation message, to
+	// tell a column dropped and added again in its old place. nil: only
+	// the column order tells.
+	ColumnNums ColumnNumsFunc
+	Publish    PublishFunc
 	// Resync hands live resync chunks to the stream (resync.go); nil: the
 	// marks are ignored.
 	Resync  *Resyncer

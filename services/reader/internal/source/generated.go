@@ -121,6 +121,24 @@ func GeneratedSQL(gens []Generated) (sql string, inputs []string) {
 	return "SELECT " + sel.String() + " FROM (SELECT " + from.String() + ") AS _sluice_row", inputs
 }
 
+// ColumnNums returns the attnum of each live column of relation oid (none
+// when it is gone): a column dropped and added again under its name has a
+// new one, which no Relation message shows when it was the last column.
+func ColumnNums(ctx context.Context, q Querier, oid uint32) (map[string]int16, error) {
+	rows, err := q.Query(ctx, `SELECT attname, attnum FROM pg_catalog.pg_attribute
+		WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped`, int64(oid))
+	if err != nil {
+		return nil, fmt.Errorf("reading the column numbers of relation %d: %w", oid, err)
+	}
+	out := map[string]int16{}
+	var name string
+	var num int16
+	if _, err := pgx.ForEachRow(rows, []any{&name, &num}, func() error { out[name] = num; return nil }); err != nil {
+		return nil, fmt.Errorf("reading the column numbers of relation %d: %w", oid, err)
+	}
+	return out, nil
+}
+
 // HasDefault reports whether column of relation oid holds a value in the
 // rows that existed before it was added: a default stored for them
 // (atthasmissing: a non-volatile default of ADD COLUMN), or any default or

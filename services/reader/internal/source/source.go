@@ -28,7 +28,10 @@ type Table struct {
 	Routing  string   // routing column
 	Identity byte     // pg_class.relreplident: d, n, f, i
 	Columns  []string // live columns in attnum order
-	EstRows  int64    // pg_class.reltuples (estimate; -1 unknown)
+	// ColumnNums are the columns' attnums (ColumnNums[i] is Columns[i]'s):
+	// a column dropped and added again under its name gets a new one.
+	ColumnNums []int16
+	EstRows    int64 // pg_class.reltuples (estimate; -1 unknown)
 	// Generated are the stored generated columns: pgoutput (before
 	// Postgres 18) does not send them, so the reader reads them.
 	Generated []Generated
@@ -73,12 +76,17 @@ func Describe(ctx context.Context, q Querier, name, routing string) (Table, erro
 	t.Identity = ident[0]
 	t.EstRows = int64(reltuples)
 
-	rows, err := q.Query(ctx, `SELECT attname FROM pg_catalog.pg_attribute
+	rows, err := q.Query(ctx, `SELECT attname, attnum FROM pg_catalog.pg_attribute
 		WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, oid)
 	if err != nil {
 		return t, fmt.Errorf("listing columns of %s: %w", name, err)
 	}
-	t.Columns, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	var name1 string
+	var num int16
+	_, err = pgx.ForEachRow(rows, []any{&name1, &num}, func() error {
+		t.Columns, t.ColumnNums = append(t.Columns, name1), append(t.ColumnNums, num)
+		return nil
+	})
 	if err != nil {
 		return t, fmt.Errorf("listing columns of %s: %w", name, err)
 	}
