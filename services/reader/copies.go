@@ -28,6 +28,7 @@ func (r *Reader) autoResync(ctx context.Context, statePool *pgxpool.Pool, table,
 	if err != nil {
 		return err
 	}
+	r.holds.note(req)
 	r.metrics.AutoResyncs.WithLabelValues(reason).Inc()
 	r.log.Warn("the reader resyncs a table by itself", "table", table, "reason", reason, "detail", detail, "resync", req.ID)
 	return nil
@@ -79,6 +80,7 @@ func (r *Reader) backfillAdded(ctx context.Context, src, statePool *pgxpool.Pool
 			if err != nil {
 				return nil, err
 			}
+			r.holds.note(req)
 			r.log.Warn("table added to source.tables: a resync copies its existing rows while the others stream", "table", t, "resync", req.ID)
 		}
 		return nil, nil

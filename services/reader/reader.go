@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -65,12 +66,18 @@ type Reader struct {
 
 	rules rules // every rule on unless a sluice_unsafe build's switch is set
 
+	holds resyncHolds // rows only a resync carries (holds.go)
+	// schemaChecked is the source WAL position read before the last
+	// periodic schema check that went through every table (checkSchemas).
+	schemaChecked atomic.Uint64
+
 	// test knobs (unexported; the tests in this package flip them)
 	publishHook func(capture.PublishFunc) capture.PublishFunc
 	onConfirm   func(proto.LSN)
 	noRelease   bool          // a "killed" reader leaves its lease to expire
 	noFetchWait bool          // TOAST reads do not wait for the change to be visible
 	pollEvery   time.Duration // the retained-WAL and dropped-table poll (default 10s)
+	schemaEvery time.Duration // the periodic schema check (default 1s)
 	resyncPoll  time.Duration // the resync queue poll (default 1s)
 	// beforeHighWatermark runs between a resync chunk's SELECT and its HW
 	// (a test changes a row of the chunk inside the window there).
@@ -108,6 +115,16 @@ type Status struct {
 	// the halt dropped are in snapshots through the resync's end_lsn (sluice
 	// wait waits for it).
 	RecoveredHalts map[string]RecoveredHalt `json:"recovered_halts,omitempty"`
+	// ResyncHolds are, per table, the latest resync that carries rows the
+	// stream does not (a schema change's rewrite, a table added): `sluice
+	// wait` waits until it is done and a snapshot is through its end
+	// (holds.go).
+	ResyncHolds map[string]ResyncHold `json:"resync_holds,omitempty"`
+	// SchemaCheckedLSN: every schema change committed at or below it has
+	// been looked for by the periodic schema check, and its resync is in
+	// ResyncHolds; `sluice wait` for an LSN above it waits (a change that
+	// no later row change brings to the stream is seen only there).
+	SchemaCheckedLSN string `json:"schema_checked_lsn,omitempty"`
 }
 
 // RecoveredHalt is a halt a resync cleared.
@@ -149,7 +166,11 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 func (r *Reader) Status() Status {
 	s := r.state.Snapshot()
 	st := Status{Slot: r.cfg.Source.Slot, State: s.Phase, Holder: r.holder, ConfirmedLSN: s.Confirmed.String(),
-		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, Resyncs: s.Resyncs, LastError: s.LastError}
+		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, Resyncs: s.Resyncs, LastError: s.LastError,
+		ResyncHolds: r.holds.snapshot()}
+	if lsn := r.schemaChecked.Load(); lsn > 0 {
+		st.SchemaCheckedLSN = proto.LSN(lsn).String()
+	}
 	for t, rh := range s.Recovered {
 		if st.RecoveredHalts == nil {
 			st.RecoveredHalts = map[string]RecoveredHalt{}
@@ -392,6 +413,15 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		r.state.SetHalted(t, reason)
 		r.metrics.Halted.WithLabelValues(t, "persisted").Set(1)
 	}
+	queue, err := state.NewResyncs(statePool, r.cfg.State.Schema).List(ctx, r.cfg.Source.Slot, 1000)
+	if err != nil {
+		return err
+	}
+	configured := map[string]bool{}
+	for _, t := range r.cfg.Source.Tables {
+		configured[t] = true
+	}
+	r.holds.load(queue, configured)
 	recovered, err := loadRecovered(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot)
 	if err != nil {
 		return err
@@ -479,6 +509,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { r.pollRetained(gctx, src, list, opts); return nil })
+	g.Go(func() error { r.pollSchemas(gctx, src, list, opts); return nil })
 	g.Go(func() error {
 		if err := r.prepareSlot(gctx, src, statePool, list, copyOnly, opts); err != nil {
 			return err
@@ -592,7 +623,6 @@ func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool, tables []s
 			r.metrics.RetainedBytes.Set(float64(*retained))
 		}
 		r.checkReplaced(ctx, src, tables)
-		r.checkSchemas(ctx, src, tables, opts)
 		every := 10 * time.Second
 		if r.pollEvery > 0 {
 			every = r.pollEvery
@@ -624,50 +654,97 @@ func checkRoutingKind(ctx context.Context, src *pgxpool.Pool, t source.Table) er
 		source.ErrInvalidSource, t.Name, t.Routing, pgType, t.Name)
 }
 
-// checkSchemas is the periodic schema check (capture.CheckSchema) of every
-// streaming table that is not halted: a column added with a default,
-// renamed, or dropped and added again is resynced without waiting for the
-// table's next change to bring a Relation message.
-func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []source.Table, opts *capture.Options) {
-	if opts.AutoResync == nil || r.state.Snapshot().Phase != "streaming" {
-		return
+// pollSchemas runs the periodic schema check (checkSchemas) every second.
+func (r *Reader) pollSchemas(ctx context.Context, src *pgxpool.Pool, tables []source.Table, opts *capture.Options) {
+	every := time.Second
+	if r.schemaEvery > 0 {
+		every = r.schemaEvery
 	}
-	for _, t := range tables {
-		if r.state.Halted(t.Name) != "" {
-			continue
+	for {
+		if err := r.checkSchemas(ctx, src, tables, opts); err != nil && ctx.Err() == nil {
+			r.log.Warn("periodic schema check failed", "error", err)
 		}
-		rows, err := src.Query(ctx, `SELECT attname, atttypid::int8, atttypmod, attnum, attgenerated = '' FROM pg_catalog.pg_attribute
-			WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.OID)
-		if err != nil {
-			r.log.Warn("periodic schema check failed", "table", t.Name, "error", err)
+		if !natsx.Sleep(ctx, every) {
 			return
 		}
-		var cur []pgoutput.Column
-		nums := capture.ColumnNums{}
-		var c pgoutput.Column
-		var oid int64
-		var num int16
-		var sent bool // not generated: a Relation message lists it
-		_, err = pgx.ForEachRow(rows, []any{&c.Name, &oid, &c.TypMod, &num, &sent}, func() error {
-			nums[c.Name] = num
-			if sent {
-				c.TypeOID = uint32(oid)
-				cur = append(cur, c)
-			}
-			return nil
-		})
-		if err != nil || len(cur) == 0 {
+	}
+}
+
+// checkSchemas is the periodic schema check (capture.CheckSchema) of every
+// streaming table that is not halted, in one catalog query: a column added
+// with a default, renamed, or dropped and added again is resynced without
+// waiting for the table's next change to bring a Relation message. The
+// source's WAL position is read first; once every table is checked (and
+// each resync queued, in the holds) it is the reader's schemaChecked: a
+// schema change the client saw committed before that position is visible
+// to the query that follows.
+func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []source.Table, opts *capture.Options) error {
+	if r.state.Snapshot().Phase != "streaming" {
+		return nil
+	}
+	var pos string
+	if err := src.QueryRow(ctx, `SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END::text`).Scan(&pos); err != nil {
+		return fmt.Errorf("reading the source's WAL position: %w", err)
+	}
+	at, err := proto.ParseLSN(pos)
+	if err != nil {
+		return fmt.Errorf("reading the source's WAL position: %w", err)
+	}
+	if opts.AutoResync == nil { // the rule is off: nothing is looked for
+		r.schemaChecked.Store(uint64(at))
+		return nil
+	}
+	var oids []int64
+	for _, t := range tables {
+		if r.state.Halted(t.Name) == "" {
+			oids = append(oids, int64(t.OID))
+		}
+	}
+	rows, err := src.Query(ctx, `SELECT attrelid::int8, attname, atttypid::int8, atttypmod, attnum, attgenerated = '' FROM pg_catalog.pg_attribute
+		WHERE attrelid = ANY($1::oid[]) AND attnum > 0 AND NOT attisdropped ORDER BY attrelid, attnum`, oids)
+	if err != nil {
+		return fmt.Errorf("reading the captured tables' columns: %w", err)
+	}
+	cols := map[uint32][]pgoutput.Column{} // live, not generated: what a Relation message lists
+	nums := map[uint32]capture.ColumnNums{}
+	var rel, oid int64
+	var c pgoutput.Column
+	var num int16
+	var sent bool
+	_, err = pgx.ForEachRow(rows, []any{&rel, &c.Name, &oid, &c.TypMod, &num, &sent}, func() error {
+		if nums[uint32(rel)] == nil {
+			nums[uint32(rel)] = capture.ColumnNums{}
+		}
+		nums[uint32(rel)][c.Name] = num
+		if sent {
+			c.TypeOID = uint32(oid)
+			cols[uint32(rel)] = append(cols[uint32(rel)], c)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the captured tables' columns: %w", err)
+	}
+	var failed error
+	for _, t := range tables {
+		cur := cols[t.OID]
+		if r.state.Halted(t.Name) != "" || len(cur) == 0 {
 			continue // dropped: checkReplaced shows it
 		}
-		reason, err := capture.CheckSchema(ctx, r.state, t, cur, nums, opts.HasDefault, opts.AutoResync)
+		reason, err := capture.CheckSchema(ctx, r.state, t, cur, nums[t.OID], opts.HasDefault, opts.AutoResync)
 		if err != nil {
-			r.log.Warn("periodic schema check failed", "table", t.Name, "error", err)
+			failed = errors.Join(failed, fmt.Errorf("%s: %w", t.Name, err))
 			continue
 		}
 		if reason != "" {
 			r.log.Info("periodic schema check: a schema change rewrote existing rows without WAL; resyncing the table", "table", t.Name, "reason", reason)
 		}
 	}
+	if failed != nil {
+		return failed
+	}
+	r.schemaChecked.Store(uint64(at))
+	return nil
 }
 
 // checkReplaced marks, in the status, a captured table that was dropped

@@ -53,6 +53,9 @@ func (r *Reader) resyncLoop(ctx context.Context, src, statePool *pgxpool.Pool, t
 				if ferr := q.Finish(ctx, req.ID, "", err); ferr != nil && ctx.Err() == nil {
 					r.log.Warn("recording a failed resync", "id", req.ID, "error", ferr)
 				}
+				failed := req
+				failed.State, failed.Error = state.ResyncFailed, err.Error()
+				r.holds.note(failed)
 				err = nil
 			}
 		}
@@ -224,6 +227,9 @@ func (r *Reader) runResync(ctx context.Context, q *state.Resyncs, src *pgxpool.P
 	if err := q.Finish(ctx, req.ID, end.String(), nil); err != nil {
 		return err
 	}
+	done := req
+	done.State, done.EndLSN = state.ResyncDone, end.String()
+	r.holds.note(done)
 	r.state.SetResync(t.Name, capture.ResyncProgress{ID: req.ID, Progress: capture.NewProgress(rows, est, started, true), Chunks: chunks})
 	r.log.Info("resync done", "id", req.ID, "table", t.Name, "rows", rows, "chunks", chunks, "end_lsn", end.String(),
 		"seconds", time.Since(started).Seconds())

@@ -55,6 +55,22 @@ func (s *sluice) start() {
 	}
 }
 
+// startLive starts sluice dev on src's tables and waits until it has caught
+// up with the source; the context it returns ends with the test (10 min at
+// most), and the logs are kept when the test fails (artifacts).
+func startLive(t *testing.T, src *pg, tables []string, env ...string) (*sluice, context.Context) {
+	t.Helper()
+	s := newSluice(t, src.dsn, tables, env...)
+	t.Cleanup(func() { artifacts(t, s.dev.Dir) })
+	s.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
+	}
+	return s, ctx
+}
+
 func (s *sluice) tail() string { return s.dev.Tail() }
 
 func (s *sluice) cli(args ...string) (string, error) {

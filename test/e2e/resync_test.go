@@ -112,14 +112,7 @@ func TestResyncUnderLoadKilledTwice(t *testing.T) {
 	src := &pg{t: t, dsn: pgtest.NewDB(t)}
 	src.exec(`CREATE TABLE public.rs_items (tenant_id text NOT NULL, id bigint NOT NULL, v bigint NOT NULL, PRIMARY KEY (tenant_id, id));
 		INSERT INTO public.rs_items SELECT 't' || (g % 20), g, g FROM generate_series(1, 20000) g; ANALYZE public.rs_items;`)
-	s := newSluice(t, src.dsn, []string{"public.rs_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=200")
-	defer artifacts(t, s.dev.Dir)
-	s.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
-	}
+	s, ctx := startLive(t, src, []string{"public.rs_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=200")
 	diverge(src, "public.rs_items",
 		`DELETE FROM public.rs_items WHERE id % 37 = 0`,
 		`UPDATE public.rs_items SET v = -v WHERE id % 41 = 0`)
@@ -220,14 +213,7 @@ func TestResyncOneTenant(t *testing.T) {
 	src := &pg{t: t, dsn: pgtest.NewDB(t)}
 	src.exec(`CREATE TABLE public.rs_items (tenant_id text NOT NULL, id bigint NOT NULL, v bigint NOT NULL, PRIMARY KEY (tenant_id, id));
 		INSERT INTO public.rs_items SELECT 't' || (g % 5), g, g FROM generate_series(1, 5000) g; ANALYZE public.rs_items;`)
-	s := newSluice(t, src.dsn, []string{"public.rs_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=300")
-	defer artifacts(t, s.dev.Dir)
-	s.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
-	}
+	s, ctx := startLive(t, src, []string{"public.rs_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=300")
 	diverge(src, "public.rs_items",
 		`DELETE FROM public.rs_items WHERE tenant_id = 't3' AND id % 10 = 3`,
 		`UPDATE public.rs_items SET v = -v WHERE tenant_id = 't3' AND id % 7 = 3`)
@@ -275,14 +261,7 @@ func TestResyncRecoversHalt(t *testing.T) {
 	src := &pg{t: t, dsn: pgtest.NewDB(t)}
 	src.exec(`CREATE TABLE public.rs_items (tenant_id text NOT NULL, id bigint NOT NULL, v int NOT NULL, PRIMARY KEY (tenant_id, id));
 		INSERT INTO public.rs_items SELECT 't' || (g % 5), g, g FROM generate_series(1, 3000) g; ANALYZE public.rs_items;`)
-	s := newSluice(t, src.dsn, []string{"public.rs_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=500")
-	defer artifacts(t, s.dev.Dir)
-	s.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
-	}
+	s, ctx := startLive(t, src, []string{"public.rs_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=500")
 	src.exec(`CREATE UNIQUE INDEX rs_items_id ON public.rs_items (id); ALTER TABLE public.rs_items REPLICA IDENTITY USING INDEX rs_items_id`)
 	src.exec(`UPDATE public.rs_items SET v = -v WHERE id % 11 = 0`)
 	src.exec(`DELETE FROM public.rs_items WHERE id % 13 = 0`)

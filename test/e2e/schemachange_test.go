@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -56,14 +55,7 @@ func TestAutoResyncOnSchemaChange(t *testing.T) {
 	src := &pg{t: t, dsn: pgtest.NewDB(t)}
 	src.exec(`CREATE TABLE public.sc_items (tenant_id text NOT NULL, id bigint NOT NULL, v int NOT NULL, name text, PRIMARY KEY (tenant_id, id));
 		INSERT INTO public.sc_items SELECT 't' || (g % 8), g, g, 'n' || g FROM generate_series(1, 800) g;`)
-	s := newSluice(t, src.dsn, []string{"public.sc_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=200")
-	defer artifacts(t, s.dev.Dir)
-	s.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
-	}
+	s, ctx := startLive(t, src, []string{"public.sc_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=200")
 	check := func(step string) {
 		t.Helper()
 		if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
@@ -115,14 +107,7 @@ func TestSlotDroppedMidStream(t *testing.T) {
 	src := &pg{t: t, dsn: pgtest.NewDB(t)}
 	src.exec(`CREATE TABLE public.sl_items (tenant_id text NOT NULL, id bigint NOT NULL, v int NOT NULL, PRIMARY KEY (tenant_id, id));
 		INSERT INTO public.sl_items SELECT 't' || (g % 8), g, g FROM generate_series(1, 1000) g;`)
-	s := newSluice(t, src.dsn, []string{"public.sl_items"})
-	defer artifacts(t, s.dev.Dir)
-	s.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
-	}
+	s, ctx := startLive(t, src, []string{"public.sl_items"})
 	src.exec(`UPDATE public.sl_items SET v = v + 1 WHERE id % 7 = 0`)
 	slots := src.strings(`SELECT slot_name::text FROM pg_replication_slots WHERE NOT temporary`)
 	if len(slots) != 1 {
@@ -164,5 +149,45 @@ func TestSlotDroppedMidStream(t *testing.T) {
 	t.Log(rep)
 	if !rep.OK() {
 		t.Fatalf("after the slot was recreated, %d differences:\n%s", len(rep.Diffs), strings.Join(rep.Diffs, "\n"))
+	}
+}
+
+// TestWaitHoldsForSchemaResync: a schema change that rewrites existing rows
+// without WAL is carried by the reader's own resync, which runs while the
+// stream goes on; `sluice wait` on an LSN taken right after the DDL (and a
+// change that brings its Relation message) returns only once that resync is
+// published, so the oracle finds every row's new value at once; and so does
+// a DDL with no change after it, which only the periodic schema check sees.
+// The build before returned while the resync still ran (rows missing the
+// default).
+func TestWaitHoldsForSchemaResync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	src := &pg{t: t, dsn: pgtest.NewDB(t)}
+	src.exec(`CREATE TABLE public.wh_items (tenant_id text NOT NULL, id bigint NOT NULL, v int NOT NULL, PRIMARY KEY (tenant_id, id));
+		INSERT INTO public.wh_items SELECT 't' || (g % 8), g, g FROM generate_series(1, 20000) g;`)
+	s, ctx := startLive(t, src, []string{"public.wh_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=500")
+	src.exec(`ALTER TABLE public.wh_items ADD COLUMN d int DEFAULT 7;
+		INSERT INTO public.wh_items VALUES ('t1', 100001, 1, 8)`)
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatalf("sluice wait: %v\n%s", err, s.tail())
+	}
+	rows, diffs := oracle(t, src, s, "public.wh_items", []string{"tenant_id", "id"})
+	if len(diffs) > 0 {
+		t.Fatalf("right after sluice wait: %d rows checked, %d differences:\n%s", rows, len(diffs), strings.Join(diffs[:min(len(diffs), 10)], "\n"))
+	}
+	if r := s.awaitAutoResync("schema_change: column_default", 1, time.Minute); r.Rows < 20000 {
+		t.Fatalf("the resync copied %d rows", r.Rows)
+	}
+	// No row change after the DDL: no Relation message comes, and only the
+	// reader's periodic schema check sees it.
+	src.exec(`ALTER TABLE public.wh_items ADD COLUMN e int DEFAULT 3`)
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatalf("sluice wait: %v\n%s", err, s.tail())
+	}
+	rows, diffs = oracle(t, src, s, "public.wh_items", []string{"tenant_id", "id"})
+	if len(diffs) > 0 {
+		t.Fatalf("right after sluice wait, no change after the DDL: %d rows checked, %d differences:\n%s", rows, len(diffs), strings.Join(diffs[:min(len(diffs), 10)], "\n"))
 	}
 }

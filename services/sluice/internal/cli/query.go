@@ -64,7 +64,10 @@ stderr, when a halted table or destination holds a change at or below LSN (a hal
 whose first held change is at an unknown position counts as holding one), so that
 no snapshot will include it until an operator acts. A pack or segment the indexer
 dead-lettered (corrupt) halts its destinations from its first position, until the
-dead letter is replayed or a resync of its table done after it is published.`,
+dead letter is replayed or a resync of its table done after it is published. A
+resync that carries rows the stream does not (a schema change rewrote them without
+WAL, or the table was added to source.tables) holds the wait, whatever the LSN,
+until it is done and published.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			target, err := proto.ParseLSN(through)
@@ -499,9 +502,14 @@ func orUnknown(s string) string {
 }
 
 // recoveringAtOrBelow says why a snapshot through through is not yet
-// through target: a table whose halt at or below target a resync cleared
-// has the changes the halt dropped only in snapshots through the resync's
-// end ("" when none).
+// through target ("" when none): a table whose halt at or below target a
+// resync cleared has the changes the halt dropped only in snapshots through
+// the resync's end; a table with rows only a resync carries (a schema
+// change rewrote them without WAL, or it was added to source.tables: the
+// reader's resync_holds) has them in no snapshot until that resync is done
+// and a snapshot is through its end, whatever the target (the schema
+// change's own position is not in the stream); and a streaming reader whose
+// periodic schema check has not yet looked past target may still find one.
 func recoveringAtOrBelow(ctx context.Context, c *client, target proto.LSN, through string) string {
 	var st struct {
 		Services struct {
@@ -510,6 +518,14 @@ func recoveringAtOrBelow(ctx context.Context, c *client, target proto.LSN, throu
 					HaltedAt string `json:"halted_at_lsn"`
 					EndLSN   string `json:"end_lsn"`
 				} `json:"recovered_halts"`
+				Holds map[string]struct {
+					ResyncID int64  `json:"resync_id"`
+					Reason   string `json:"reason"`
+					EndLSN   string `json:"end_lsn"`
+					Error    string `json:"error"`
+				} `json:"resync_holds"`
+				State         string `json:"state"`
+				SchemaChecked string `json:"schema_checked_lsn"`
 			} `json:"reader"`
 		} `json:"services"`
 		HaltedPacks []api.PackHalt `json:"halted_packs"`
@@ -527,6 +543,28 @@ func recoveringAtOrBelow(ctx context.Context, c *client, target proto.LSN, throu
 		end, err2 := proto.ParseLSN(rh.EndLSN)
 		if err1 == nil && err2 == nil && at <= target && got < end {
 			return fmt.Sprintf("table %s was halted at %s and resynced: its changes from there are in snapshots through %s, the latest is through %s", t, at, end, through)
+		}
+	}
+	// A schema change that no later row change brings to the stream is
+	// seen by the reader's periodic schema check only (every second): one
+	// committed at or below target is in the holds once a check that began
+	// after target is through.
+	if rd := st.Services.Reader; rd.State == "streaming" {
+		checked, err := proto.ParseLSN(rd.SchemaChecked)
+		if err != nil || checked < target {
+			return fmt.Sprintf("the reader has not yet checked the source's schema through %s (checked through %q)", target, rd.SchemaChecked)
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(st.Services.Reader.Holds)) {
+		h := st.Services.Reader.Holds[t]
+		if h.Error != "" && h.EndLSN == "" {
+			return fmt.Sprintf("table %s: resync %d (%s) failed, so rows the stream does not carry are in no snapshot: %s (recover: sluice resync --table %s)", t, h.ResyncID, h.Reason, h.Error, t)
+		}
+		if h.EndLSN == "" {
+			return fmt.Sprintf("table %s is being resynced (resync %d, %s): rows the stream does not carry are in no snapshot until it is done", t, h.ResyncID, h.Reason)
+		}
+		if end, err := proto.ParseLSN(h.EndLSN); err == nil && got < end {
+			return fmt.Sprintf("table %s was resynced (resync %d, %s): its rows are in snapshots through %s, the latest is through %s", t, h.ResyncID, h.Reason, end, through)
 		}
 	}
 	for _, h := range st.HaltedPacks {

@@ -90,3 +90,51 @@ func TestRecoveringAtOrBelow(t *testing.T) {
 		}
 	}
 }
+
+// A resync that carries rows the stream does not (resync_holds) holds
+// `sluice wait` for any target while it runs, after it failed (naming the
+// command), and until a snapshot is through its end; then nothing. A
+// streaming reader whose schema check is not yet through the target holds
+// it too (a schema change with no row change after it is seen only there).
+func TestResyncHoldsWait(t *testing.T) {
+	for _, tc := range []struct {
+		reader string
+		held   bool
+	}{
+		{`{"state":"streaming","schema_checked_lsn":"0/5"}`, true},
+		{`{"state":"streaming"}`, true},
+		{`{"state":"streaming","schema_checked_lsn":"0/10"}`, false},
+		{`{"state":"backfilling"}`, false}, // the check runs only while the reader streams
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`{"services":{"reader":` + tc.reader + `}}`))
+		}))
+		c := &client{base: srv.URL, http: srv.Client()}
+		why := recoveringAtOrBelow(t.Context(), c, 0x10, "0/900")
+		srv.Close()
+		if (why != "") != tc.held {
+			t.Errorf("reader %s: %q, want held %v", tc.reader, why, tc.held)
+		}
+	}
+	for _, tc := range []struct {
+		hold, through string
+		want          string // "" when not held
+	}{
+		{`{"resync_id":3,"reason":"schema_change: column_default"}`, "0/900", "is being resynced (resync 3"},
+		{`{"resync_id":3,"reason":"schema_change: column_default","error":"boom"}`, "0/900", "sluice resync --table public.a"},
+		{`{"resync_id":3,"reason":"added","end_lsn":"0/400"}`, "0/300", "its rows are in snapshots through 0/400"},
+		{`{"resync_id":3,"reason":"added","end_lsn":"0/400"}`, "0/400", ""},
+	} {
+		doc := `{"services":{"reader":{"state":"streaming","schema_checked_lsn":"0/20","resync_holds":{"public.a":` + tc.hold + `}}}}`
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(doc))
+		}))
+		c := &client{base: srv.URL, http: srv.Client()}
+		target, _ := proto.ParseLSN("0/10") // below everything: a hold counts for every LSN
+		why := recoveringAtOrBelow(t.Context(), c, target, tc.through)
+		srv.Close()
+		if (why == "") != (tc.want == "") || !strings.Contains(why, tc.want) {
+			t.Errorf("hold %s, snapshot through %s: %q, want %q", tc.hold, tc.through, why, tc.want)
+		}
+	}
+}
