@@ -3,6 +3,8 @@ package reader
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sort"
 	"testing"
 	"time"
 
@@ -381,4 +383,102 @@ func BenchmarkResync(b *testing.B) {
 		e.exec(`SELECT pg_drop_replication_slot('` + e.cfg.Source.Slot + `')`)
 		b.StartTimer()
 	}
+}
+
+// TestResyncKeepsUnchangedToast: a row is updated inside its chunk's window
+// without touching its TOASTed column, so pgoutput sends that column as
+// unchanged; the chunk's copy of the row is dropped (the stream's update
+// wins) and the resync's clear removes the older rows that held the value.
+// Folded as the catalog reads it (an unchanged column takes the value of the
+// newest older row left), every row keeps its TOASTed value: the reader
+// read it from the source. The negative control (NoWindowFillForTest) loses
+// it, as a black-box run did before.
+func TestResyncKeepsUnchangedToast(t *testing.T) {
+	for _, unsafe := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unsafe=%v", unsafe), func(t *testing.T) {
+			e := newEnv(t, "public.items")
+			e.cfg.Source.ResyncChunkRows = 20
+			e.exec(schemaSQL + `ALTER TABLE items ALTER COLUMN v SET STORAGE EXTERNAL;`)
+			touched := 0
+			run := e.start(e.newReader("a", func(r *Reader) {
+				r.resyncPoll = 20 * time.Millisecond
+				r.resync.NoWindowFillForTest = unsafe
+				r.beforeHighWatermark = func(table string, rows [][][]byte) {
+					if len(rows) == 0 || touched >= 3 {
+						return
+					}
+					touched++
+					e.exec(fmt.Sprintf(`UPDATE items SET n = %d WHERE tenant_id = '%s' AND id = %s`, touched, rows[0][0], rows[0][1]))
+				}
+			}))
+			eventually(t, 20*time.Second, func() error {
+				if st := run.r.Status().State; st != "streaming" {
+					return fmt.Errorf("state %s", st)
+				}
+				return nil
+			})
+			// Streamed, not backfilled: every row's full image is in the
+			// stream below the resync's first LW.
+			e.exec(`INSERT INTO items SELECT 't' || (g % 3), g, repeat(md5(g::text), 200), 0 FROM generate_series(1, 100) g`)
+			q := state.NewResyncs(run.pool, e.cfg.State.Schema)
+			req, err := q.Enqueue(context.Background(), e.cfg.Source.Slot, "public.items", "", nil, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done := waitResync(t, q, req.ID); done.Dropped != 3 {
+				t.Fatalf("%d rows dropped from chunks, want 3", done.Dropped)
+			}
+			want := sourceItems(t, e.dsn)
+			var got error
+			eventually(t, 20*time.Second, func() error {
+				got = diff(want, e.foldedToast())
+				if unsafe && got != nil {
+					return nil
+				}
+				return got
+			})
+			if unsafe {
+				if got == nil {
+					t.Fatal("negative control: without reading the unchanged values the rows still hold them")
+				}
+				t.Logf("negative control, as expected: %.300v", got)
+			}
+		})
+	}
+}
+
+// foldedToast is folded with TOAST-unchanged columns filled the way the
+// catalog fills them: from the newest older row of the key that a clear has
+// not removed ("<lost>" when there is none), as tenant|id -> v.
+func (e *env) foldedToast() map[string]string {
+	rows, _, _ := e.changes()
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].pos.Less(rows[j].pos) })
+	state := map[string]map[string]any{}
+	for _, r := range rows {
+		switch {
+		case proto.IsClear(r.op):
+			clear(state)
+		case proto.IsTombstone(r.op):
+			delete(state, keyOf(r, "tenant_id", "id"))
+		default:
+			k := keyOf(r, "tenant_id", "id")
+			vals := maps.Clone(r.vals)
+			for _, c := range r.unchanged {
+				vals[c] = "<lost>"
+				if old, ok := state[k]; ok {
+					vals[c] = old[c]
+				}
+			}
+			state[k] = vals
+		}
+	}
+	out := map[string]string{}
+	for k, vals := range state {
+		v := "<nil>"
+		if s, ok := vals["v"].(string); ok {
+			v = s
+		}
+		out[k] = v
+	}
+	return out
 }

@@ -65,6 +65,17 @@ func (s *session) apply(ctx context.Context, t *tableState) error {
 		}
 		return s.halt(ctx, t, "generated", fmt.Errorf("%s: an update left a TOASTed input of a generated column unchanged and changed another, so its value cannot be computed; run ALTER TABLE %s REPLICA IDENTITY FULL; and resync it", t.info.Name, t.info.Name))
 	}
+	if !moved && len(r.Unchanged) > 0 && t.window != nil && !s.o.Resync.NoWindowFillForTest {
+		// Inside a resync chunk's window the chunk's copy of a key the
+		// stream changes is dropped (the stream's version wins), and the
+		// resync's clear, at its first chunk's LW, removes the older rows
+		// that hold the values this update leaves unchanged: nothing would
+		// be left to fill them from. Read them from the source, as for a
+		// move; a value newer than the change is carried by a later one.
+		if err := s.fillUnchanged(ctx, t, r, c); err != nil {
+			return err
+		}
+	}
 	var m *batch.Row
 	if moved {
 		m = &s.moveRow
@@ -138,7 +149,7 @@ func (s *session) fillUnchanged(ctx context.Context, t *tableState, r *batch.Row
 	}
 	vals, found, err := s.o.Fetch(ctx, t.info.Name, s.txXid, keyCols, keyTypes, keyVals, r.Unchanged)
 	if err != nil {
-		return fmt.Errorf("reading unchanged TOAST values of a moved %s row: %w", t.info.Name, err)
+		return fmt.Errorf("reading unchanged TOAST values of a %s row: %w", t.info.Name, err)
 	}
 	if !found {
 		return nil

@@ -141,6 +141,10 @@ type Resyncer struct {
 	// NoClearForTest ends a resync without its clear (a negative control:
 	// rows deleted at the source stay in the destination).
 	NoClearForTest bool
+	// NoWindowFillForTest leaves the TOAST-unchanged values of an update
+	// inside a chunk window unread (a negative control: the resync's clear
+	// removes the rows that held them).
+	NoWindowFillForTest bool
 }
 
 // NewResyncer returns an empty hand-over.
