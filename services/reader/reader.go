@@ -695,9 +695,10 @@ func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []s
 		return nil
 	}
 	var oids []int64
+	var relids []uint32
 	for _, t := range tables {
 		if r.state.Halted(t.Name) == "" {
-			oids = append(oids, int64(t.OID))
+			oids, relids = append(oids, int64(t.OID)), append(relids, t.OID)
 		}
 	}
 	rows, err := src.Query(ctx, `SELECT attrelid::int8, attname, atttypid::int8, atttypmod, attnum, attgenerated = '' FROM pg_catalog.pg_attribute
@@ -725,6 +726,10 @@ func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []s
 	if err != nil {
 		return fmt.Errorf("reading the captured tables' columns: %w", err)
 	}
+	parts, err := source.LeafPartitions(ctx, src, relids)
+	if err != nil {
+		return err
+	}
 	var failed error
 	for _, t := range tables {
 		cur := cols[t.OID]
@@ -738,6 +743,11 @@ func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []s
 		}
 		if reason != "" {
 			r.log.Info("periodic schema check: a schema change rewrote existing rows without WAL; resyncing the table", "table", t.Name, "reason", reason)
+		}
+		if reason, err = capture.CheckPartitions(ctx, r.state, t, parts[t.OID], opts.AutoResync); err != nil {
+			failed = errors.Join(failed, fmt.Errorf("%s: %w", t.Name, err))
+		} else if reason != "" {
+			r.log.Info("periodic schema check: partitions attached or detached; resyncing the table", "table", t.Name)
 		}
 	}
 	if failed != nil {

@@ -29,6 +29,7 @@ const (
 	ReasonColumnDefault = "column_default"
 	ReasonColumnRenamed = "column_renamed"
 	ReasonColumnReadded = "column_readded"
+	ReasonPartitions    = "partitions"
 )
 
 // AutoResyncFunc queues a resync of table (every destination) for reason.
@@ -118,6 +119,38 @@ func CheckSchema(ctx context.Context, st *State, t source.Table, cur []pgoutput.
 		st.SetColumnNums(t.Name, curNums)
 	}
 	return reason, nil
+}
+
+// CheckPartitions is the periodic check of a partitioned table's leaf
+// partitions (cur, ascending): ATTACH PARTITION brings the attached table's
+// rows into it and DETACH PARTITION takes them out, with no row in the
+// WAL, so a change of the set resyncs the table (autoResync) like a schema
+// change that rewrote its rows. The set becomes the last read.
+func CheckPartitions(ctx context.Context, st *State, t source.Table, cur []uint32, autoResync AutoResyncFunc) (string, error) {
+	old, ok := st.Partitions(t.Name)
+	if !ok {
+		old = t.Partitions
+	}
+	if slices.Equal(old, cur) {
+		return "", nil
+	}
+	var added, gone []uint32
+	for _, p := range cur {
+		if !slices.Contains(old, p) {
+			added = append(added, p)
+		}
+	}
+	for _, p := range old {
+		if !slices.Contains(cur, p) {
+			gone = append(gone, p)
+		}
+	}
+	detail := fmt.Sprintf("partitions attached (relations %v) or detached (relations %v): their rows moved without WAL (seen by the periodic schema check)", added, gone)
+	if err := autoResync(ctx, t.Name, ReasonPartitions, detail); err != nil {
+		return "", err
+	}
+	st.SetPartitions(t.Name, cur)
+	return ReasonPartitions, nil
 }
 
 // SchemaChange compares a table's columns (a Relation message's, or the

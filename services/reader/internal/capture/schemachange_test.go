@@ -90,3 +90,40 @@ func TestSchemaChangeReaddedLastColumn(t *testing.T) {
 		t.Errorf("the Relation message after the periodic check: reason %q, want none", got)
 	}
 }
+
+// ATTACH and DETACH PARTITION move rows in and out of a partitioned table
+// with no row in the WAL: a change of its leaf partitions (against the
+// start's, then the last read) queues one resync, and the same set again
+// queues nothing. A plain table (no partitions) never does.
+func TestCheckPartitions(t *testing.T) {
+	st := NewState()
+	tbl := source.Table{Name: "public.pt", OID: 1, Partitions: []uint32{10, 11}}
+	var queued []string
+	auto := func(_ context.Context, table, reason, detail string) error {
+		queued = append(queued, table+" "+reason+" "+detail)
+		return nil
+	}
+	for _, step := range []struct {
+		cur  []uint32
+		want int
+	}{
+		{[]uint32{10, 11}, 0},     // as at start
+		{[]uint32{10, 11, 12}, 1}, // attached
+		{[]uint32{10, 11, 12}, 1}, // seen
+		{[]uint32{10, 12}, 2},     // detached
+	} {
+		if _, err := CheckPartitions(t.Context(), st, tbl, step.cur, auto); err != nil {
+			t.Fatal(err)
+		}
+		if len(queued) != step.want {
+			t.Fatalf("partitions %v: queued %v, want %d", step.cur, queued, step.want)
+		}
+	}
+	if !strings.Contains(queued[0], ReasonPartitions) || !strings.Contains(queued[0], "[12]") || !strings.Contains(queued[1], "[11]") {
+		t.Errorf("queued %v", queued)
+	}
+	plain := source.Table{Name: "public.plain", OID: 2}
+	if r, _ := CheckPartitions(t.Context(), st, plain, nil, auto); r != "" {
+		t.Errorf("a plain table: %q", r)
+	}
+}

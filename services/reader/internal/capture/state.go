@@ -33,6 +33,7 @@ type State struct {
 	recovered map[string]Recovered
 	columns   map[string][]pgoutput.Column // LastColumns
 	nums      map[string]ColumnNums        // LastColumnNums
+	parts     map[string][]uint32          // LastPartitions
 	lastErr   string
 }
 
@@ -54,7 +55,7 @@ type ResyncProgress struct {
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}, resyncs: map[string]ResyncProgress{}, recovered: map[string]Recovered{}, columns: map[string][]pgoutput.Column{}, nums: map[string]ColumnNums{}}
+	return &State{phase: "starting", rows: map[string]int64{}, halted: map[string]string{}, haltedAt: map[string]proto.LSN{}, backfill: map[string]Progress{}, resyncs: map[string]ResyncProgress{}, recovered: map[string]Recovered{}, columns: map[string][]pgoutput.Column{}, nums: map[string]ColumnNums{}, parts: map[string][]uint32{}}
 }
 
 // SetColumns records the columns last described for table (LastColumns).
@@ -69,6 +70,22 @@ func (s *State) SetColumnNums(table string, nums ColumnNums) {
 	s.mu.Lock()
 	s.nums[table] = maps.Clone(nums)
 	s.mu.Unlock()
+}
+
+// SetPartitions records the leaf partitions last read for table.
+func (s *State) SetPartitions(table string, parts []uint32) {
+	s.mu.Lock()
+	s.parts[table] = append([]uint32{}, parts...)
+	s.mu.Unlock()
+}
+
+// Partitions returns the leaf partitions last read for table, and whether
+// any were.
+func (s *State) Partitions(table string) ([]uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.parts[table]
+	return slices.Clone(p), ok
 }
 
 // ColumnNums returns the attnums last read for table's columns, or nil.

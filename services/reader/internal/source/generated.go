@@ -139,6 +139,30 @@ func ColumnNums(ctx context.Context, q Querier, oid uint32) (map[string]int16, e
 	return out, nil
 }
 
+// LeafPartitions returns, for each partitioned table of oids, its leaf
+// partitions (ascending relation ids); plain tables have none.
+func LeafPartitions(ctx context.Context, q Querier, oids []uint32) (map[uint32][]uint32, error) {
+	ids := make([]int64, len(oids))
+	for i, o := range oids {
+		ids[i] = int64(o)
+	}
+	rows, err := q.Query(ctx, `SELECT r.oid::int8, p.relid::oid::int8
+		FROM pg_catalog.pg_class r, LATERAL pg_catalog.pg_partition_tree(r.oid) p
+		WHERE r.oid = ANY($1::oid[]) AND r.relkind = 'p' AND p.isleaf ORDER BY 1, 2`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("listing leaf partitions: %w", err)
+	}
+	out := map[uint32][]uint32{}
+	var root, leaf int64
+	if _, err := pgx.ForEachRow(rows, []any{&root, &leaf}, func() error {
+		out[uint32(root)] = append(out[uint32(root)], uint32(leaf))
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("listing leaf partitions: %w", err)
+	}
+	return out, nil
+}
+
 // HasDefault reports whether column of relation oid holds a value in the
 // rows that existed before it was added: a default stored for them
 // (atthasmissing: a non-volatile default of ADD COLUMN), or any default or

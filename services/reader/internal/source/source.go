@@ -31,6 +31,10 @@ type Table struct {
 	// ColumnNums are the columns' attnums (ColumnNums[i] is Columns[i]'s):
 	// a column dropped and added again under its name gets a new one.
 	ColumnNums []int16
+	// Partitions are a partitioned table's leaf partitions (relation ids,
+	// ascending; none for a plain table): ATTACH and DETACH PARTITION add
+	// and remove rows with nothing in the WAL.
+	Partitions []uint32
 	EstRows    int64 // pg_class.reltuples (estimate; -1 unknown)
 	// Generated are the stored generated columns: pgoutput (before
 	// Postgres 18) does not send them, so the reader reads them.
@@ -90,6 +94,11 @@ func Describe(ctx context.Context, q Querier, name, routing string) (Table, erro
 	if err != nil {
 		return t, fmt.Errorf("listing columns of %s: %w", name, err)
 	}
+	parts, err := LeafPartitions(ctx, q, []uint32{t.OID})
+	if err != nil {
+		return t, fmt.Errorf("listing partitions of %s: %w", name, err)
+	}
+	t.Partitions = parts[t.OID]
 	for _, c := range t.Columns {
 		if proto.IsSystemColumn(c) {
 			return t, invalid("table %s has a column named %s: names starting with %s are reserved for sluice; rename it (ALTER TABLE %s RENAME COLUMN %s TO ...)", name, c, proto.SystemPrefix, name, c)
