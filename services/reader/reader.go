@@ -13,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -86,53 +85,6 @@ type Reader struct {
 	lastSchema          *batch.Schema          // of the resync's last chunk (the resync worker's own)
 }
 
-// Status is the reader's state for `sluice status` and /api/v1/status.
-type Status struct {
-	Slot         string                      `json:"slot"`
-	State        string                      `json:"state"` // starting, standby, backfilling, streaming, restarting
-	Holder       string                      `json:"holder"`
-	LeaseTerm    int64                       `json:"lease_term,omitempty"`
-	ConfirmedLSN string                      `json:"confirmed_lsn"`
-	ServerLSN    string                      `json:"server_lsn"`
-	LagBytes     uint64                      `json:"lag_bytes"`
-	Rows         map[string]int64            `json:"rows"`
-	Halted       map[string]string           `json:"halted_tables,omitempty"`
-	Backfill     map[string]capture.Progress `json:"backfill,omitempty"`
-	// Resyncs is the progress of the live resyncs this reader ran, by table.
-	Resyncs map[string]capture.ResyncProgress `json:"resyncs,omitempty"`
-	// ResyncCommand is, per halted table, the command that recovers it.
-	ResyncCommand map[string]string `json:"resync_command,omitempty"`
-	LastError     string            `json:"last_error,omitempty"`
-
-	// HaltedAt is, per halted table whose position is known, the commit
-	// LSN of its first change not carried: every change of it at or after
-	// that LSN is in no snapshot (sluice wait exits 2 for an LSN at or
-	// above it). A table shown halted without one (dropped at the source)
-	// has no known position.
-	HaltedAt map[string]string `json:"halted_at_lsn,omitempty"`
-	// RecoveredHalts are the latest halt of each table a resync cleared
-	// (persisted in reader_recovered, so a restart keeps them): the changes
-	// the halt dropped are in snapshots through the resync's end_lsn (sluice
-	// wait waits for it).
-	RecoveredHalts map[string]RecoveredHalt `json:"recovered_halts,omitempty"`
-	// ResyncHolds are, per table, the latest resync that carries rows the
-	// stream does not (a schema change's rewrite, a table added): `sluice
-	// wait` waits until it is done and a snapshot is through its end
-	// (holds.go).
-	ResyncHolds map[string]ResyncHold `json:"resync_holds,omitempty"`
-	// SchemaCheckedLSN: every schema change committed at or below it has
-	// been looked for by the periodic schema check, and its resync is in
-	// ResyncHolds; `sluice wait` for an LSN above it waits (a change that
-	// no later row change brings to the stream is seen only there).
-	SchemaCheckedLSN string `json:"schema_checked_lsn,omitempty"`
-}
-
-// RecoveredHalt is a halt a resync cleared.
-type RecoveredHalt struct {
-	HaltedAt string `json:"halted_at_lsn"`
-	EndLSN   string `json:"end_lsn"`
-}
-
 // New checks the configuration and returns a reader; Run starts it.
 func New(cfg config.Config, deps Deps) (*Reader, error) {
 	if cfg.Source.DSN == "" {
@@ -160,46 +112,6 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 	r.rules = unsafeRules(r.log)
 	r.resync.NoHighWatermarkCheckForTest = r.rules.noHighWatermark
 	return r, nil
-}
-
-// Status reports the reader's state.
-func (r *Reader) Status() Status {
-	s := r.state.Snapshot()
-	st := Status{Slot: r.cfg.Source.Slot, State: s.Phase, Holder: r.holder, ConfirmedLSN: s.Confirmed.String(),
-		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, Resyncs: s.Resyncs, LastError: s.LastError,
-		ResyncHolds: r.holds.snapshot()}
-	if lsn := r.schemaChecked.Load(); lsn > 0 {
-		st.SchemaCheckedLSN = proto.LSN(lsn).String()
-	}
-	for t, rh := range s.Recovered {
-		if st.RecoveredHalts == nil {
-			st.RecoveredHalts = map[string]RecoveredHalt{}
-		}
-		st.RecoveredHalts[t] = RecoveredHalt{HaltedAt: rh.HaltedAt.String(), EndLSN: rh.End.String()}
-	}
-	for t := range s.Halted {
-		if st.ResyncCommand == nil {
-			st.ResyncCommand = map[string]string{}
-		}
-		st.ResyncCommand[t] = "sluice resync --table " + t
-	}
-	for t, at := range s.HaltedAt {
-		if _, ok := s.Halted[t]; ok {
-			if st.HaltedAt == nil {
-				st.HaltedAt = map[string]string{}
-			}
-			st.HaltedAt[t] = at.String()
-		}
-	}
-	if s.Server > s.Confirmed {
-		st.LagBytes = uint64(s.Server - s.Confirmed)
-	}
-	r.mu.Lock()
-	if r.held {
-		st.LeaseTerm = r.lease.Term
-	}
-	r.mu.Unlock()
-	return st
 }
 
 func (r *Reader) leaseName() string { return "reader/" + r.cfg.Source.Slot }
@@ -615,24 +527,6 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 	return err
 }
 
-func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool, tables []source.Table, opts *capture.Options) {
-	for {
-		var retained *int64
-		err := src.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, r.cfg.Source.Slot).Scan(&retained)
-		if err == nil && retained != nil {
-			r.metrics.RetainedBytes.Set(float64(*retained))
-		}
-		r.checkReplaced(ctx, src, tables)
-		every := 10 * time.Second
-		if r.pollEvery > 0 {
-			every = r.pollEvery
-		}
-		if !natsx.Sleep(ctx, every) {
-			return
-		}
-	}
-}
-
 // checkRoutingKind refuses a routing column the router cannot route by:
 // it routes by integers and by text forms (text, varchar, char, uuid,
 // numeric, enums and the other types that travel as text), not by
@@ -652,129 +546,4 @@ func checkRoutingKind(ctx context.Context, src *pgxpool.Pool, t source.Table) er
 	}
 	return fmt.Errorf("%w: table %s: routing column %s is %s; sluice routes by integer, text, varchar, char, uuid, numeric or enum columns: set source.routing_columns.%s to the column that names the tenant",
 		source.ErrInvalidSource, t.Name, t.Routing, pgType, t.Name)
-}
-
-// pollSchemas runs the periodic schema check (checkSchemas) every second.
-func (r *Reader) pollSchemas(ctx context.Context, src *pgxpool.Pool, tables []source.Table, opts *capture.Options) {
-	every := time.Second
-	if r.schemaEvery > 0 {
-		every = r.schemaEvery
-	}
-	for {
-		if err := r.checkSchemas(ctx, src, tables, opts); err != nil && ctx.Err() == nil {
-			r.log.Warn("periodic schema check failed", "error", err)
-		}
-		if !natsx.Sleep(ctx, every) {
-			return
-		}
-	}
-}
-
-// checkSchemas is the periodic schema check (capture.CheckSchema) of every
-// streaming table that is not halted, in one catalog query: a column added
-// with a default, renamed, or dropped and added again is resynced without
-// waiting for the table's next change to bring a Relation message. The
-// source's WAL position is read first; once every table is checked (and
-// each resync queued, in the holds) it is the reader's schemaChecked: a
-// schema change the client saw committed before that position is visible
-// to the query that follows.
-func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []source.Table, opts *capture.Options) error {
-	if r.state.Snapshot().Phase != "streaming" {
-		return nil
-	}
-	var pos string
-	if err := src.QueryRow(ctx, `SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END::text`).Scan(&pos); err != nil {
-		return fmt.Errorf("reading the source's WAL position: %w", err)
-	}
-	at, err := proto.ParseLSN(pos)
-	if err != nil {
-		return fmt.Errorf("reading the source's WAL position: %w", err)
-	}
-	if opts.AutoResync == nil { // the rule is off: nothing is looked for
-		r.schemaChecked.Store(uint64(at))
-		return nil
-	}
-	var oids []int64
-	var relids []uint32
-	for _, t := range tables {
-		if r.state.Halted(t.Name) == "" {
-			oids, relids = append(oids, int64(t.OID)), append(relids, t.OID)
-		}
-	}
-	rows, err := src.Query(ctx, `SELECT attrelid::int8, attname, atttypid::int8, atttypmod, attnum, attgenerated = '' FROM pg_catalog.pg_attribute
-		WHERE attrelid = ANY($1::oid[]) AND attnum > 0 AND NOT attisdropped ORDER BY attrelid, attnum`, oids)
-	if err != nil {
-		return fmt.Errorf("reading the captured tables' columns: %w", err)
-	}
-	cols := map[uint32][]pgoutput.Column{} // live, not generated: what a Relation message lists
-	nums := map[uint32]capture.ColumnNums{}
-	var rel, oid int64
-	var c pgoutput.Column
-	var num int16
-	var sent bool
-	_, err = pgx.ForEachRow(rows, []any{&rel, &c.Name, &oid, &c.TypMod, &num, &sent}, func() error {
-		if nums[uint32(rel)] == nil {
-			nums[uint32(rel)] = capture.ColumnNums{}
-		}
-		nums[uint32(rel)][c.Name] = num
-		if sent {
-			c.TypeOID = uint32(oid)
-			cols[uint32(rel)] = append(cols[uint32(rel)], c)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("reading the captured tables' columns: %w", err)
-	}
-	parts, err := source.LeafPartitions(ctx, src, relids)
-	if err != nil {
-		return err
-	}
-	var failed error
-	for _, t := range tables {
-		cur := cols[t.OID]
-		if r.state.Halted(t.Name) != "" || len(cur) == 0 {
-			continue // dropped: checkReplaced shows it
-		}
-		reason, err := capture.CheckSchema(ctx, r.state, t, cur, nums[t.OID], opts.HasDefault, opts.AutoResync)
-		if err != nil {
-			failed = errors.Join(failed, fmt.Errorf("%s: %w", t.Name, err))
-			continue
-		}
-		if reason != "" {
-			r.log.Info("periodic schema check: a schema change rewrote existing rows without WAL; resyncing the table", "table", t.Name, "reason", reason)
-		}
-		if reason, err = capture.CheckPartitions(ctx, r.state, t, parts[t.OID], opts.AutoResync); err != nil {
-			failed = errors.Join(failed, fmt.Errorf("%s: %w", t.Name, err))
-		} else if reason != "" {
-			r.log.Info("periodic schema check: partitions attached or detached; resyncing the table", "table", t.Name)
-		}
-	}
-	if failed != nil {
-		return failed
-	}
-	r.schemaChecked.Store(uint64(at))
-	return nil
-}
-
-// checkReplaced marks, in the status, a captured table that was dropped
-// (and perhaps created again) at the source: a DROP is not replicated and
-// a table created again is not in the publication, so neither its old rows'
-// removal nor its new rows would ever arrive. It is shown as halted (status,
-// sluice wait's warnings, the halted-table alert); the stream goes on with
-// whatever of the old table is still in the WAL.
-func (r *Reader) checkReplaced(ctx context.Context, src *pgxpool.Pool, tables []source.Table) {
-	for _, t := range tables {
-		if r.state.Halted(t.Name) != "" {
-			continue
-		}
-		var exists bool
-		if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = $1::oid)`, int64(t.OID)).Scan(&exists); err != nil || exists {
-			continue
-		}
-		reason := fmt.Sprintf("table %s (relation %d) was dropped at the source; a DROP is not replicated and a table created again under its name is not captured: resync it, then restart the reader", t.Name, t.OID)
-		r.log.Error("captured table dropped at the source", "table", t.Name, "relation", t.OID)
-		r.state.SetHalted(t.Name, reason)
-		r.metrics.Halted.WithLabelValues(t.Name, "dropped").Set(1)
-	}
 }
