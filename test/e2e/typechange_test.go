@@ -74,14 +74,7 @@ var afterTypeChange = []string{
 func liveTypeChangeTable(t *testing.T, chunkRows int) (*pg, *sluice, context.Context) {
 	src := &pg{t: t, dsn: pgtest.NewDB(t)}
 	src.exec(typeChangeTable)
-	s := newSluice(t, src.dsn, []string{"public.tc_items"}, fmt.Sprintf("SLUICE_SOURCE_RESYNC_CHUNK_ROWS=%d", chunkRows))
-	t.Cleanup(func() { artifacts(t, s.dev.Dir) })
-	s.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	t.Cleanup(cancel)
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatalf("pipeline never live: %v\n%s", err, s.tail())
-	}
+	s, ctx := startLive(t, src, []string{"public.tc_items"}, fmt.Sprintf("SLUICE_SOURCE_RESYNC_CHUNK_ROWS=%d", chunkRows))
 	return src, s, ctx
 }
 
