@@ -120,6 +120,21 @@ func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []s
 		if r.state.Halted(t.Name) != "" || len(cur) == 0 {
 			continue // dropped: checkReplaced shows it
 		}
+		// A change the stream has not decoded yet is left to its Relation
+		// message for one check: a resync queued before the stream knows
+		// the new schema copies rows under the old one. Seen again a check
+		// later, it is queued here (a DDL with no row change after it).
+		early, _, err := capture.SchemaChange(ctx, opts.HasDefault, t.OID, capture.LastColumns(r.state, t), cur, capture.LastColumnNums(r.state, t), nums[t.OID])
+		if err != nil {
+			failed = errors.Join(failed, fmt.Errorf("%s: %w", t.Name, err))
+			continue
+		}
+		if early != "" && !r.schemaSeen[t.Name] {
+			r.schemaSeen[t.Name] = true
+			failed = errors.Join(failed, fmt.Errorf("%s: a schema change the stream has not described yet (%s): checked again in a second", t.Name, early))
+			continue
+		}
+		delete(r.schemaSeen, t.Name)
 		reason, err := capture.CheckSchema(ctx, r.state, t, cur, nums[t.OID], opts.HasDefault, opts.AutoResync)
 		if err != nil {
 			failed = errors.Join(failed, fmt.Errorf("%s: %w", t.Name, err))

@@ -69,6 +69,9 @@ type Reader struct {
 	// schemaChecked is the source WAL position read before the last
 	// periodic schema check that went through every table (checkSchemas).
 	schemaChecked atomic.Uint64
+	// schemaSeen: tables whose schema change the last periodic check saw
+	// and left to the stream's Relation message (checkSchemas).
+	schemaSeen map[string]bool
 
 	// test knobs (unexported; the tests in this package flip them)
 	publishHook func(capture.PublishFunc) capture.PublishFunc
@@ -109,6 +112,7 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 	}
 	r := &Reader{cfg: cfg, deps: deps, log: deps.Log.With("service", "reader", "slot", cfg.Source.Slot),
 		metrics: capture.NewMetrics(deps.Metrics), state: capture.NewState(), resync: capture.NewResyncer(), holder: holder}
+	r.schemaSeen = map[string]bool{}
 	r.rules = unsafeRules(r.log)
 	r.resync.NoHighWatermarkCheckForTest = r.rules.noHighWatermark
 	return r, nil
