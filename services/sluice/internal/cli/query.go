@@ -320,7 +320,7 @@ func printStatus(w io.Writer, raw []byte) error {
 				if p.Done {
 					state = "done"
 				}
-				line := fmt.Sprintf("  %s %s\t%s, %d of ~%d rows", c.kind, t, state, p.Rows, p.Estimated)
+				line := fmt.Sprintf("  %s %s\t%s, %s", c.kind, t, state, rowsOfEstimate(p.Rows, p.Estimated))
 				if p.Chunks > 0 {
 					line += fmt.Sprintf(", %d chunks", p.Chunks)
 				}

@@ -127,6 +127,17 @@ func printResyncs(out io.Writer, rs []state.Resync, asJSON bool) error {
 	return tw.Flush()
 }
 
+// rowsOfEstimate renders a copy's progress against the table's estimated
+// size. The estimate is pg_class.reltuples, which is -1 for a table never
+// vacuumed or analyzed (and 0 for one that looked empty): then the size is
+// unknown, and saying "of ~-1" would be a wrong number.
+func rowsOfEstimate(rows, estimated int64) string {
+	if estimated <= 0 {
+		return fmt.Sprintf("%d rows (size unknown)", rows)
+	}
+	return fmt.Sprintf("%d of ~%d rows", rows, estimated)
+}
+
 // waitResync follows resync id until a published snapshot holds it:
 // a progress bar on a terminal (rows copied of estimated, chunks, rate and
 // ETA), a line per chunk otherwise.
@@ -168,7 +179,7 @@ func waitResync(ctx context.Context, c *client, id int64, w io.Writer, tty bool)
 			bar.Describe(fmt.Sprintf("resync %d %s: %s, chunk %d", id, r.Table, r.State, r.Chunks))
 			_ = bar.Set64(r.Rows)
 		} else if r.Chunks != lastChunks {
-			fmt.Fprintf(w, "resync %d %s: %s, %d of ~%d rows, %d chunks, %.0f rows/s, eta %s\n", id, r.Table, r.State, r.Rows, r.Estimated, r.Chunks, rate, eta)
+			fmt.Fprintf(w, "resync %d %s: %s, %s, %d chunks, %.0f rows/s, eta %s\n", id, r.Table, r.State, rowsOfEstimate(r.Rows, r.Estimated), r.Chunks, rate, eta)
 		}
 		lastChunks = r.Chunks
 		switch r.State {
