@@ -2,7 +2,8 @@ package reader
 
 // The active reader's periodic checks of the source, beside the stream: the
 // WAL the slot retains and dropped tables (every 10 s), and schema changes
-// that write no row to the stream (every second).
+// that write no row to the stream and the publication rules
+// (publication.go), every second.
 
 import (
 	"context"
@@ -73,6 +74,11 @@ func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []s
 	at, err := proto.ParseLSN(pos)
 	if err != nil {
 		return fmt.Errorf("reading the source's WAL position: %w", err)
+	}
+	// The publication rules first: a table it captures a subset of is
+	// resynced (repaired) or halted, before its schema is looked at.
+	if err := r.checkPublication(ctx, src, at, opts.AutoResync != nil); err != nil {
+		return err
 	}
 	if opts.AutoResync == nil { // the rule is off: nothing is looked for
 		r.schemaChecked.Store(uint64(at))
