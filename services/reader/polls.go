@@ -77,8 +77,10 @@ func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []s
 	}
 	// The publication rules first: a table it captures a subset of is
 	// resynced (repaired) or halted, before its schema is looked at.
-	if err := r.checkPublication(ctx, src, at, opts.AutoResync != nil); err != nil {
-		return err
+	if !r.rules.noPublicationCheck {
+		if err := r.checkPublication(ctx, src, at, opts.AutoResync != nil); err != nil {
+			return err
+		}
 	}
 	if opts.AutoResync == nil { // the rule is off: nothing is looked for
 		r.schemaChecked.Store(uint64(at))
