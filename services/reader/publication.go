@@ -9,6 +9,8 @@ package reader
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -70,7 +72,7 @@ func (r *Reader) publicationReason(c source.PublicationCheck, table string) stri
 // stream missed is after it): persisted, shown in status with what to run,
 // and the replication session restarts so that it no longer carries them.
 // The next start refuses it until it is fixed; a resync then clears the
-// halt.
+// halt. A repair that fails halts them the same way.
 func (r *Reader) checkPublication(ctx context.Context, src *pgxpool.Pool, at proto.LSN, autoResync bool) error {
 	pub := r.cfg.Source.Publication
 	c, err := source.CheckPublication(ctx, src, pub, r.cfg.Source.Tables)
@@ -80,24 +82,35 @@ func (r *Reader) checkPublication(ctx context.Context, src *pgxpool.Pool, at pro
 	if !c.Exists {
 		return fmt.Errorf("publication %s does not exist: the replication session fails until it is created again (a restart of the reader creates it)", pub)
 	}
+	if err := r.queuePublicationResyncs(ctx); err != nil {
+		return err
+	}
 	if len(c.Problems) == 0 {
 		r.pubGood = at
 		return nil
 	}
+	repaired := false
 	if c.Repairable() && autoResync {
-		if err := source.RepairPublication(ctx, src, pub, c); err != nil {
-			return err
+		// A repair that fails (a role that may not alter it) halts the
+		// tables as for the user's publication, rather than leave them a
+		// subset with only a log line.
+		err := source.RepairPublication(ctx, src, pub, c)
+		if err != nil {
+			r.log.Error("periodic check: repairing the publication sluice created failed; halting the tables it captures a subset of", "publication", pub, "error", err)
 		}
+		repaired = err == nil
+	}
+	if repaired {
 		r.log.Warn("periodic check: the publication sluice created captured a subset of tables; repaired it, resyncing them", "publication", pub, "problems", c.Err(pub).Error())
+		// Repaired first, so that the resync copies under the repaired
+		// publication; queued until the queue takes them (a state database
+		// down now is retried by the next check).
 		for _, t := range c.Tables() {
-			if r.state.Halted(t) != "" {
-				continue // its resync copies it all
-			}
-			if err := r.autoResync(ctx, r.deps.State, t, ReasonPublication, r.publicationReason(c, t)); err != nil {
-				return err
+			if r.state.Halted(t) == "" { // a halted table's resync copies it all
+				r.pubResyncs[t] = r.publicationReason(c, t)
 			}
 		}
-		return nil
+		return r.queuePublicationResyncs(ctx)
 	}
 	halted := false
 	for _, t := range c.Tables() {
@@ -116,6 +129,17 @@ func (r *Reader) checkPublication(ctx context.Context, src *pgxpool.Pool, at pro
 	}
 	if halted {
 		r.restartSession()
+	}
+	return nil
+}
+
+// queuePublicationResyncs queues the resyncs a repair left due.
+func (r *Reader) queuePublicationResyncs(ctx context.Context) error {
+	for _, t := range slices.Sorted(maps.Keys(r.pubResyncs)) {
+		if err := r.autoResync(ctx, r.deps.State, t, ReasonPublication, r.pubResyncs[t]); err != nil {
+			return fmt.Errorf("queueing the resync of %s after repairing the publication: %w", t, err)
+		}
+		delete(r.pubResyncs, t)
 	}
 	return nil
 }

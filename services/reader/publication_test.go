@@ -67,9 +67,9 @@ func TestPublicationAlteredWhileRunning(t *testing.T) {
 			}))
 			waitStreaming(t, run)
 			waitRows(t, e, 2)
-			before := run.r.Status().ConfirmedLSN
-			e.exec(`ALTER PUBLICATION sluice_test DROP TABLE items;
-				UPDATE items SET v = 'changed' WHERE id = 1;`)
+			e.exec(`ALTER PUBLICATION sluice_test DROP TABLE items`)
+			altered := (&pgSource{t, e.dsn}).lsn() // at or after the ALTER's commit
+			e.exec(`UPDATE items SET v = 'changed' WHERE id = 1`)
 			if control {
 				waitOther(t, e, 1)
 				time.Sleep(time.Second) // ten periodic checks
@@ -89,8 +89,8 @@ func TestPublicationAlteredWhileRunning(t *testing.T) {
 					t.Errorf("halt reason does not say %q: %s", w, reason)
 				}
 			}
-			if at := st.HaltedAt["public.items"]; at == "" || lsnAfter(t, at, before) {
-				t.Errorf("halted at %q, want a position at or before %s (before the ALTER)", at, before)
+			if at := st.HaltedAt["public.items"]; at == "" || lsnAfter(t, at, altered) {
+				t.Errorf("halted at %q, want a position at or before %s (the ALTER's commit): its first change not carried is after it", at, altered)
 			}
 			halts, _, err := loadHalts(context.Background(), run.pool, e.cfg.State.Schema, e.cfg.Source.Slot)
 			if err != nil || halts["public.items"] != reason {
@@ -148,6 +148,25 @@ func foldedItems(e *env) map[string]string {
 		}
 	}
 	return out
+}
+
+type pgSource struct {
+	t   *testing.T
+	dsn string
+}
+
+func (p *pgSource) lsn() string {
+	p.t.Helper()
+	conn, err := pgx.Connect(context.Background(), p.dsn)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var l string
+	if err := conn.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&l); err != nil {
+		p.t.Fatal(err)
+	}
+	return l
 }
 
 func lsnAfter(t *testing.T, a, b string) bool {

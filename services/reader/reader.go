@@ -76,6 +76,9 @@ type Reader struct {
 	// the publication right (publication.go): a halt for it is at pubGood.
 	// Written at start and then by the periodic check only.
 	pubGood proto.LSN
+	// pubResyncs are the resyncs a repair of the publication left to
+	// queue, by table (the periodic check's own).
+	pubResyncs map[string]string
 	// sessionCancel ends the running replication session (under mu).
 	sessionCancel context.CancelFunc
 
@@ -119,6 +122,7 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 	r := &Reader{cfg: cfg, deps: deps, log: deps.Log.With("service", "reader", "slot", cfg.Source.Slot),
 		metrics: capture.NewMetrics(deps.Metrics), state: capture.NewState(), resync: capture.NewResyncer(), holder: holder}
 	r.schemaSeen = map[string]bool{}
+	r.pubResyncs = map[string]string{}
 	r.rules = unsafeRules(r.log)
 	r.resync.NoHighWatermarkCheckForTest = r.rules.noHighWatermark
 	return r, nil
