@@ -256,6 +256,10 @@ func TestPublicationRepairedWhileRunning(t *testing.T) {
 				}
 				return fmt.Errorf("no resync for the publication in %v", list)
 			})
+			// sluice wait waits for it (the rows are in no snapshot until it is done).
+			if h := run.r.Status().ResyncHolds["public.items"]; h.ResyncID != id || h.Reason != ReasonPublication {
+				t.Errorf("resync hold %+v, want resync %d for the publication", h, id)
+			}
 			waitResync(t, q, id)
 			c, err := source.CheckPublication(context.Background(), run.pool, e.cfg.Source.Publication, e.cfg.Source.Tables)
 			if err != nil || !c.Owned || len(c.Problems) > 0 {
