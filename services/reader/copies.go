@@ -21,7 +21,7 @@ import (
 // with the reason "schema_change: <reason>" or "slot_lost".
 func (r *Reader) autoResync(ctx context.Context, statePool *pgxpool.Pool, table, reason, detail string) error {
 	label := "schema_change: " + reason
-	if reason == ReasonSlotLost {
+	if reason == ReasonSlotLost || reason == ReasonPublication {
 		label = reason
 	}
 	req, err := state.NewResyncs(statePool, r.cfg.State.Schema).Enqueue(ctx, r.cfg.Source.Slot, table, "", nil, label)
@@ -53,7 +53,8 @@ func (r *Reader) autoResyncFunc(statePool *pgxpool.Pool) capture.AutoResyncFunc 
 const ReasonSlotLost = "slot_lost"
 
 // backfillAdded handles tables added to the publication of an existing
-// slot (source.tables grew): the stream carries their changes from now on,
+// slot (source.tables grew; or, reason "publication", whose capture the
+// start check repaired): the stream carries their changes from now on,
 // and their existing rows need a copy. When the backfill finished, each is
 // queued as a live resync (reason "added"), which copies it while every
 // other table streams. When it did not, the backfill is marked due again
@@ -61,7 +62,7 @@ const ReasonSlotLost = "slot_lost"
 // snapshot (the mark is persisted first, so a reader that dies before the
 // copy ends copies every table again: more work, nothing missed). It
 // returns nil: no table is copied alone at start.
-func (r *Reader) backfillAdded(ctx context.Context, src, statePool *pgxpool.Pool, added []string) ([]string, error) {
+func (r *Reader) backfillAdded(ctx context.Context, src, statePool *pgxpool.Pool, added []string, reason string) ([]string, error) {
 	if len(added) == 0 || !r.cfg.Source.Backfill {
 		return nil, nil
 	}
@@ -76,16 +77,16 @@ func (r *Reader) backfillAdded(ctx context.Context, src, statePool *pgxpool.Pool
 	if bf == "done" {
 		q := state.NewResyncs(statePool, r.cfg.State.Schema)
 		for _, t := range added {
-			req, err := q.Enqueue(ctx, r.cfg.Source.Slot, t, "", nil, "added")
+			req, err := q.Enqueue(ctx, r.cfg.Source.Slot, t, "", nil, reason)
 			if err != nil {
 				return nil, err
 			}
 			r.holds.note(req)
-			r.log.Warn("table added to source.tables: a resync copies its existing rows while the others stream", "table", t, "resync", req.ID)
+			r.log.Warn("table added to the publication: a resync copies its existing rows while the others stream", "table", t, "reason", reason, "resync", req.ID)
 		}
 		return nil, nil
 	}
-	r.log.Warn("tables added to source.tables: copying their existing rows", "tables", added)
+	r.log.Warn("tables added to the publication: copying their existing rows", "tables", added, "reason", reason)
 	if err := setBackfill(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, "running", 0); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,9 @@ import (
 // Resync holds: rows that reach the destinations only by a resync, never by
 // the stream — those a schema change rewrote without WAL (a column added with
 // a default, renamed, dropped and added again: capture/schemachange.go) and
-// those of a table added to source.tables. Until that resync is done and a
+// those of a table added to source.tables, and the changes a publication
+// that captured a subset of a table left out (publication.go). Until that
+// resync is done and a
 // snapshot is through its end, no snapshot holds them, whatever LSN it is
 // through, so `sluice wait` waits for it (services/sluice cli
 // recoveringAtOrBelow). The schema change's own position is not in the
@@ -36,7 +38,7 @@ type ResyncHold struct {
 // holdReason reports whether a resync of reason carries rows the stream
 // does not.
 func holdReason(reason string) bool {
-	return strings.HasPrefix(reason, "schema_change") || reason == "added"
+	return strings.HasPrefix(reason, "schema_change") || reason == "added" || reason == ReasonPublication
 }
 
 type resyncHolds struct {

@@ -2,7 +2,8 @@ package reader
 
 // The active reader's periodic checks of the source, beside the stream: the
 // WAL the slot retains and dropped tables (every 10 s), and schema changes
-// that write no row to the stream (every second).
+// that write no row to the stream and the publication rules
+// (publication.go), every second.
 
 import (
 	"context"
@@ -13,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
 	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
 	"github.com/sluice-cdc/sluice/services/reader/internal/source"
@@ -66,13 +66,16 @@ func (r *Reader) checkSchemas(ctx context.Context, src *pgxpool.Pool, tables []s
 	if r.state.Snapshot().Phase != "streaming" {
 		return nil
 	}
-	var pos string
-	if err := src.QueryRow(ctx, `SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END::text`).Scan(&pos); err != nil {
-		return fmt.Errorf("reading the source's WAL position: %w", err)
-	}
-	at, err := proto.ParseLSN(pos)
+	at, err := sourcePosition(ctx, src)
 	if err != nil {
-		return fmt.Errorf("reading the source's WAL position: %w", err)
+		return err
+	}
+	// The publication rules first: a table it captures a subset of is
+	// resynced (repaired) or halted, before its schema is looked at.
+	if !r.rules.noPublicationCheck {
+		if err := r.checkPublication(ctx, src, at, opts.AutoResync != nil); err != nil {
+			return err
+		}
 	}
 	if opts.AutoResync == nil { // the rule is off: nothing is looked for
 		r.schemaChecked.Store(uint64(at))

@@ -72,6 +72,15 @@ type Reader struct {
 	// schemaSeen: tables whose schema change the last periodic check saw
 	// and left to the stream's Relation message (checkSchemas).
 	schemaSeen map[string]bool
+	// pubGood is the source position read before the last check that found
+	// the publication right (publication.go): a halt for it is at pubGood.
+	// Written at start and then by the periodic check only.
+	pubGood proto.LSN
+	// pubResyncs are the resyncs a repair of the publication left to
+	// queue, by table (the periodic check's own).
+	pubResyncs map[string]string
+	// sessionCancel ends the running replication session (under mu).
+	sessionCancel context.CancelFunc
 
 	// test knobs (unexported; the tests in this package flip them)
 	publishHook func(capture.PublishFunc) capture.PublishFunc
@@ -113,6 +122,7 @@ func New(cfg config.Config, deps Deps) (*Reader, error) {
 	r := &Reader{cfg: cfg, deps: deps, log: deps.Log.With("service", "reader", "slot", cfg.Source.Slot),
 		metrics: capture.NewMetrics(deps.Metrics), state: capture.NewState(), resync: capture.NewResyncer(), holder: holder}
 	r.schemaSeen = map[string]bool{}
+	r.pubResyncs = map[string]string{}
 	r.rules = unsafeRules(r.log)
 	r.resync.NoHighWatermarkCheckForTest = r.rules.noHighWatermark
 	return r, nil
@@ -310,12 +320,15 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		tables[name] = t
 		list = append(list, t)
 	}
-	added, err := source.EnsurePublication(ctx, src, r.cfg.Source.Publication, r.cfg.Source.Tables)
+	ens, err := r.ensurePublication(ctx, src, statePool)
 	if err != nil {
 		return err
 	}
-	copyOnly, err := r.backfillAdded(ctx, src, statePool, added)
+	copyOnly, err := r.backfillAdded(ctx, src, statePool, ens.Added, "added")
 	if err != nil {
+		return err
+	}
+	if _, err := r.backfillAdded(ctx, src, statePool, ens.Repaired, ReasonPublication); err != nil {
 		return err
 	}
 	halts, haltsAt, err := loadHalts(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot)
@@ -527,7 +540,20 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 		return err
 	}
 	defer conn.Close(context.Background())
-	_, err = capture.Stream(ctx, conn, sl.ConfirmedFlush, opts)
+	sctx, cancel := context.WithCancel(ctx)
+	r.mu.Lock()
+	r.sessionCancel = cancel
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.sessionCancel = nil
+		r.mu.Unlock()
+		cancel()
+	}()
+	_, err = capture.Stream(sctx, conn, sl.ConfirmedFlush, opts)
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+		return nil // restartSession: the next session starts at once
+	}
 	return err
 }
 

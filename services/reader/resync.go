@@ -100,6 +100,9 @@ func (r *Reader) runResync(ctx context.Context, q *state.Resyncs, src *pgxpool.P
 		if now.OID != t.OID {
 			return fmt.Errorf("%w: %s is another table than the one captured (relation %d, was %d): restart the reader to capture it, then resync it", errResyncFailed, t.Name, now.OID, t.OID)
 		}
+		if err := r.checkPublicationFixed(ctx, src, t.Name); err != nil {
+			return fmt.Errorf("%w: %s is halted and cannot stream again: %w", errResyncFailed, t.Name, err)
+		}
 	}
 	if halted || req.Halted {
 		// The halt dropped the table's changes: the stream carries them
@@ -237,7 +240,7 @@ func (r *Reader) runResync(ctx context.Context, q *state.Resyncs, src *pgxpool.P
 }
 
 // haltReasons are the reason labels of sluice_reader_table_halted.
-var haltReasons = []string{"persisted", "truncate", "type_changed", "renamed", "recreated", "replica_identity", "generated",
+var haltReasons = []string{"persisted", ReasonPublication, "truncate", "type_changed", "renamed", "recreated", "replica_identity", "generated",
 	"bad_value", "too_large", "schema", "reserved_column", "dropped"}
 
 // estimateRows is the table's pg_class.reltuples (0 when never analyzed),

@@ -21,4 +21,7 @@ type rules struct {
 	// session's previous Relation (capture/kinds.go): a type changed before
 	// the table's first change in a session streams under the new kind.
 	noKnownKinds bool
+	// noPublicationCheck leaves the publication out of the periodic schema
+	// check (publication.go): one altered while running captures a subset.
+	noPublicationCheck bool
 }

@@ -154,8 +154,35 @@ var refuseSentinels = true
 
 const (
 	maxSec = math.MaxInt64 / 1_000_000
-	minSec = math.MinInt64 / 1_000_000
+	maxRem = math.MaxInt64 - maxSec*1_000_000 // MaxInt64's microseconds past maxSec
 )
+
+// Postgres timestamps run from 4714-11-24 BC to 294276-12-31
+// 23:59:59.999999 (anything else is refused); int64 microseconds since 1970 from 290308 BC to
+// 294247-01-10 04:00:54.775807 (MaxInt64, which also means 'infinity').
+// The instants from MaxInt64 to Postgres' end are folded: MaxInt64 + k is
+// carried as MinInt64 + 1 + k, in the range below 4714 BC that no Postgres
+// instant takes (docs/adr/0038-timestamps-past-int64.md). foldEnd is the
+// first k past Postgres' end (294277-01-01 00:00:00).
+var (
+	startSec = daysFromCivil(-4713, 11, 24) * 86400 // 4714-11-24 BC: below it, folded values
+	endSec   = daysFromCivil(294277, 1, 1) * 86400
+	foldEnd  = (endSec-maxSec)*1_000_000 - maxRem
+)
+
+// foldMicros carries us = MaxInt64 + k (0 <= k < foldEnd).
+func foldMicros(k int64) int64 { return math.MinInt64 + 1 + k }
+
+// unfoldedMicros splits a carried timestamp into its day number and the
+// microseconds in that day; one past int64 (folded) is unfolded first.
+func unfoldedMicros(us int64) (days, inDay int64) {
+	if us > math.MinInt64 && us < math.MinInt64+1+foldEnd {
+		days, inDay = splitMicros(math.MaxInt64)
+		inDay += us - (math.MinInt64 + 1)
+		return days + inDay/86_400_000_000, inDay % 86_400_000_000
+	}
+	return splitMicros(us)
+}
 
 // parseTimestamp reads timestamp_out/timestamptz_out's ISO form
 // ("2026-01-01 12:34:56.5+05:30", " BC" suffix, "infinity", "-infinity")
@@ -240,18 +267,17 @@ func parseTimestamp(t []byte, tz bool) (int64, error) {
 		return 0, ErrSyntax
 	}
 	secs := daysFromCivil(y, mo, d)*86400 + int64(h*3600+mi*60+s) - off
-	if secs > maxSec || secs < minSec {
+	if secs >= endSec || secs < startSec {
 		return 0, ErrOutOfRange
 	}
-	us := secs * 1_000_000
-	if us > 0 && frac > math.MaxInt64-us {
-		return 0, ErrOutOfRange
+	if secs >= maxSec {
+		// At or past MaxInt64 (k >= 0): folded; at MaxInt64 itself too,
+		// which would read as 'infinity' (refuseSentinels).
+		if k := (secs-maxSec)*1_000_000 + frac - maxRem; k > 0 || k == 0 && refuseSentinels {
+			return foldMicros(k), nil
+		}
 	}
-	us += frac
-	if refuseSentinels && (us == TimestampInfinity || us == TimestampNegInfinity) {
-		return 0, ErrOutOfRange
-	}
-	return us, nil
+	return secs*1_000_000 + frac, nil
 }
 
 // splitMicros splits microseconds since the epoch into a day number and the

@@ -28,10 +28,15 @@
 //   - timestamp/timestamptz 'infinity' and '-infinity' are the int64
 //     sentinels TimestampInfinity (MaxInt64) and TimestampNegInfinity
 //     (MinInt64); date's are DateInfinity (MaxInt32) and DateNegInfinity
-//     (MinInt32). No finite value takes them. Finite timestamps after
-//     294247-01-10 04:00:54.775806 (MaxInt64 - 1 microseconds since 1970)
-//     are refused with ErrOutOfRange (Postgres allows up to 294276-12-31);
-//     a Shape converts the text form and has no such limit.
+//     (MinInt32). No finite value takes them. Every timestamp Postgres
+//     accepts is carried exactly: the instants from 294247-01-10
+//     04:00:54.775807 (MaxInt64 microseconds since 1970) to Postgres' end,
+//     294276-12-31 23:59:59.999999, are folded onto MinInt64+1 on, below
+//     4714-11-24 BC where no Postgres instant lies (foldMicros; rendered
+//     back by AppendJSON; docs/adr/0038-timestamps-past-int64.md). A text
+//     outside Postgres' range is ErrOutOfRange. Every Postgres date (4714-11-24
+//     BC to 5874897-12-31) fits Date32. A Shape converts the text form
+//     and has no range of its own.
 //   - BC dates are proleptic Gregorian with astronomical years (1 BC = 0),
 //     as Postgres computes them.
 //   - time with time zone travels as KindTime (its text form, "12:34:56+05",

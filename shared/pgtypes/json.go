@@ -358,7 +358,7 @@ func appendTimestampJSON(dst []byte, us int64, tz bool) []byte {
 	case TimestampNegInfinity:
 		return append(dst, `"-infinity"`...)
 	}
-	days, inDay := splitMicros(us)
+	days, inDay := unfoldedMicros(us)
 	y, m, d := civilFromDays(days)
 	dst = append(dst, '"')
 	dst = appendYMD(dst, y, m, d)

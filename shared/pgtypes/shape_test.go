@@ -192,48 +192,59 @@ func TestToJSONBShapes(t *testing.T) {
 	t.Logf("%d values of %d types equal to_jsonb", checked, len(shapeCases))
 }
 
-// TestTimestampLimit: the last timestamp and timestamptz sluice carries as
-// int64 microseconds since 1970 (MaxInt64 - 1, MaxInt64 being 'infinity')
-// is 294247-01-10 04:00:54.775806; it reads back as to_jsonb gives it, and
-// the next microsecond, which Postgres still accepts (up to 294276 AD), is
-// refused with ErrOutOfRange, as README and the package doc say. Inside a
-// composite or array (KindToJSONB) no limit applies.
-func TestTimestampLimit(t *testing.T) {
+// TestTimestampRange: every timestamp, timestamptz and date Postgres
+// accepts reads back as to_jsonb gives it: its first and last instants and
+// days, BC, 'infinity' and '-infinity', and the 29 years past int64
+// microseconds since 1970 (294247-01-10 04:00:54.775807 on, carried folded:
+// docs/adr/0038-timestamps-past-int64.md). A text past Postgres' range is
+// refused with ErrOutOfRange (Postgres never writes one). Inside a
+// composite or array (KindToJSONB) the text form is converted, with no
+// range of its own.
+func TestTimestampRange(t *testing.T) {
 	conn := connect(t, pgtest.NewDB(t), sessionParams)
 	ctx := context.Background()
+	check := func(kind proto.Kind, typ, lit string) {
+		t.Helper()
+		res, err := conn.PgConn().Exec(ctx, fmt.Sprintf("SELECT '%s'::%s::text, to_jsonb('%[1]s'::%[2]s)::text", lit, typ)).ReadAll()
+		if err != nil {
+			t.Fatalf("%s %s: %v", typ, lit, err)
+		}
+		text, want := res[0].Rows[0][0], res[0].Rows[0][1]
+		if got, err := roundTrip(t, kind, string(text)); err != nil || got != string(want) {
+			t.Errorf("%s %s: %s %v, want %s", typ, text, got, err, want)
+		}
+	}
 	for _, c := range []struct {
 		kind proto.Kind
 		typ  string
 	}{{proto.KindTimestampTZ, "timestamptz"}, {proto.KindTimestamp, "timestamp"}} {
-		for _, v := range []struct {
-			lit string
-			ok  bool
-		}{
-			{"294247-01-10 04:00:54.775806", true}, {"294247-01-10 04:00:54.775807", false},
-			{"294276-12-31 23:59:59.999999", false}, {"4713-01-01 00:00:00 BC", true},
+		for _, lit := range []string{
+			"294247-01-10 04:00:54.775806", "294247-01-10 04:00:54.775807", "294247-01-10 04:00:54.775808",
+			"294250-06-15 12:00:00.5", "294276-12-31 23:59:59.999999", "294276-12-31 00:00:00",
+			"4713-01-01 00:00:00 BC", "4714-11-24 00:00:00 BC", "0001-12-31 23:59:59.999999 BC", "1970-01-01 00:00:00",
+			"infinity", "-infinity",
 		} {
-			lit := v.lit
-			if c.kind == proto.KindTimestampTZ {
+			if c.kind == proto.KindTimestampTZ && !strings.HasSuffix(lit, "infinity") {
 				lit = strings.Replace(lit, " BC", "+00 BC", 1)
 				if !strings.HasSuffix(lit, " BC") {
 					lit += "+00"
 				}
 			}
-			res, err := conn.PgConn().Exec(ctx, fmt.Sprintf("SELECT '%s'::%s::text, to_jsonb('%[1]s'::%[2]s)::text", lit, c.typ)).ReadAll()
-			if err != nil {
-				t.Fatal(err)
-			}
-			text, want := res[0].Rows[0][0], res[0].Rows[0][1]
-			got, err := roundTrip(t, c.kind, string(text))
-			if !v.ok {
-				if !errors.Is(err, ErrOutOfRange) {
-					t.Errorf("%s %s: %v, want ErrOutOfRange", c.typ, text, err)
+			check(c.kind, c.typ, lit)
+		}
+		for _, text := range []string{"294277-01-01 00:00:00", "4714-11-23 23:59:59.999999 BC", "9999999-01-01 00:00:00"} {
+			if c.kind == proto.KindTimestampTZ {
+				text = strings.Replace(text, " BC", "+00 BC", 1)
+				if !strings.HasSuffix(text, " BC") {
+					text += "+00"
 				}
-				continue
 			}
-			if err != nil || got != string(want) {
-				t.Errorf("%s %s: %s %v, want %s", c.typ, text, got, err, want)
+			if _, err := roundTrip(t, c.kind, text); !errors.Is(err, ErrOutOfRange) {
+				t.Errorf("%s %s: %v, want ErrOutOfRange", c.typ, text, err)
 			}
 		}
+	}
+	for _, lit := range []string{"5874897-12-31", "4714-11-24 BC", "0001-01-01 BC", "infinity", "-infinity"} {
+		check(proto.KindDate, "date", lit)
 	}
 }
