@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,12 @@ type Reader struct {
 	// schemaSeen: tables whose schema change the last periodic check saw
 	// and left to the stream's Relation message (checkSchemas).
 	schemaSeen map[string]bool
+	// failover is the last failover check (pollFailover); failoverPrev the
+	// one before the current capture started or the slot was found gone,
+	// which explains a slot_lost (noteSlotLost); slotLost the last one.
+	failover     atomic.Pointer[source.Failover]
+	failoverPrev *source.Failover
+	slotLost     atomic.Pointer[slotLostNote]
 
 	// test knobs (unexported; the tests in this package flip them)
 	publishHook func(capture.PublishFunc) capture.PublishFunc
@@ -274,6 +281,11 @@ func (r *Reader) connConfig(replication bool) (*pgconn.Config, error) {
 
 func (r *Reader) dsnWithParams() string {
 	dsn := r.cfg.Source.DSN
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		// keyword/value form (host=a,b dbname=app ...): unknown keywords
+		// are run-time parameters.
+		return dsn + " DateStyle=ISO TimeZone=UTC IntervalStyle=postgres bytea_output=hex extra_float_digits=3"
+	}
 	sep := "?"
 	for i := 0; i < len(dsn); i++ {
 		if dsn[i] == '?' {
@@ -423,7 +435,9 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		opts.Kinds = nil
 	}
 
+	r.failoverPrev = r.failover.Load() // before this start: why a slot is gone (noteSlotLost)
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { r.pollFailover(gctx, src); return nil })
 	g.Go(func() error { r.pollRetained(gctx, src, list, opts); return nil })
 	g.Go(func() error { r.pollSchemas(gctx, src, list, opts); return nil })
 	g.Go(func() error {
@@ -438,6 +452,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 			}
 			// Dropped mid-stream: created again and every table copied
 			// (prepareSlot sees it gone after a finished backfill).
+			r.failoverPrev = r.failover.Load()
 			if err := r.prepareSlot(gctx, src, statePool, list, nil, opts); err != nil {
 				return err
 			}
@@ -522,6 +537,7 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 			r.log.Warn("terminating the previous walsender", "error", err)
 		}
 	}
+	r.ensureFailover(ctx, src)
 	conn, err := r.replicationConn(ctx)
 	if err != nil {
 		return err

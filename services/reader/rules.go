@@ -21,4 +21,8 @@ type rules struct {
 	// session's previous Relation (capture/kinds.go): a type changed before
 	// the table's first change in a session streams under the new kind.
 	noKnownKinds bool
+	// noSlotFailover creates the slot without FAILOVER true and never
+	// alters it (failover.go): a promoted standby has no copy of it, and
+	// every table is copied again (slot_lost).
+	noSlotFailover bool
 }
