@@ -35,7 +35,9 @@ type Failover struct {
 	// SynchronizedStandbySlots is the primary's synchronized_standby_slots.
 	SynchronizedStandbySlots []string `json:"synchronized_standby_slots,omitempty"`
 	// SlotSyncWorkers counts the standbys' slot synchronization workers
-	// connected to this primary (application_name "... slotsync worker").
+	// connected to this primary: client backends named like a standby's
+	// walreceiver (primary_conninfo's application_name) or "slotsync
+	// worker". A client that takes a standby's name counts too.
 	SlotSyncWorkers int       `json:"slotsync_workers"`
 	Standbys        []Standby `json:"standbys,omitempty"`
 	// Unknown is what the primary cannot see.
@@ -83,7 +85,7 @@ func CheckFailover(ctx context.Context, q Querier, slot string) (Failover, error
 			s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL,
 			coalesce(r.application_name, ''), coalesce(r.state, ''), coalesce(r.flush_lsn::text, '')
 		FROM (SELECT * FROM pg_catalog.pg_replication_slots WHERE slot_type = 'physical') s
-		FULL JOIN (SELECT * FROM pg_catalog.pg_stat_replication WHERE pid NOT IN
+		FULL JOIN (SELECT * FROM pg_catalog.pg_stat_replication WHERE application_name <> 'sluice-reader' AND pid NOT IN
 			(SELECT active_pid FROM pg_catalog.pg_replication_slots WHERE slot_type = 'logical' AND active_pid IS NOT NULL)) r ON r.pid = s.active_pid
 		ORDER BY 1, 4`)
 	if err != nil {
@@ -102,7 +104,13 @@ func CheckFailover(ctx context.Context, q Querier, slot string) (Failover, error
 	if err := rows.Err(); err != nil {
 		return f, fmt.Errorf("reading the standbys: %w", err)
 	}
-	if err := q.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name LIKE '%slotsync worker'`).Scan(&f.SlotSyncWorkers); err != nil {
+	// A slot synchronization worker is a client backend connected to a
+	// database with primary_conninfo's application_name (the standby's
+	// walreceiver's), or "[<cluster_name>_]slotsync worker" when that has
+	// none.
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity a
+		WHERE a.backend_type = 'client backend' AND a.datname IS NOT NULL AND (a.application_name LIKE '%slotsync worker'
+			OR a.application_name IN (SELECT application_name FROM pg_catalog.pg_stat_replication WHERE application_name <> ''))`).Scan(&f.SlotSyncWorkers); err != nil {
 		return f, fmt.Errorf("reading the slot synchronization workers: %w", err)
 	}
 	f.judge()
