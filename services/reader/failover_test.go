@@ -2,9 +2,11 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +98,55 @@ func TestSlotFailoverOn17(t *testing.T) {
 			}
 			t.Logf("failover check: %q", f.Why)
 		})
+	}
+}
+
+// TestStandbyDSNRefused: a source.dsn that reaches a standby is refused
+// with a message that says what to set, before anything tries to write to
+// it; the same check passes on the primary (its control).
+func TestStandbyDSNRefused(t *testing.T) {
+	root, err := os.MkdirTemp("", "sluice-reader-standby-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(root, "primary"), Settings: pgtest.Settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill() })
+	if err := p.Watchdog(os.Getpid(), ""); err != nil {
+		t.Fatal(err)
+	}
+	s, err := pgcluster.StartStandby(ctx, p, pgcluster.StandbyOptions{Options: pgcluster.Options{Dir: filepath.Join(root, "standby"), Settings: pgtest.Settings}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Kill() })
+	if err := s.Watchdog(os.Getpid(), ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		dsn     string
+		refused bool
+	}{{"standby", s.DSN("postgres"), true}, {"primary", p.DSN("postgres"), false}} {
+		pool, err := pgxpool.New(ctx, tc.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = source.CheckPrimary(ctx, pool)
+		pool.Close()
+		if got := errors.Is(err, source.ErrInvalidSource); got != tc.refused {
+			t.Fatalf("%s: CheckPrimary = %v", tc.name, err)
+		}
+		if tc.refused && !strings.Contains(err.Error(), "target_session_attrs=read-write") {
+			t.Fatalf("%s: the error does not say what to set: %v", tc.name, err)
+		}
 	}
 }

@@ -79,6 +79,9 @@ type Reader struct {
 	failover     atomic.Pointer[source.Failover]
 	failoverPrev *source.Failover
 	slotLost     atomic.Pointer[slotLostNote]
+	// captured: a capture got as far as streaming once in this process
+	// (a standby found afterwards is a failover under way, not bad config).
+	captured atomic.Bool
 
 	// test knobs (unexported; the tests in this package flip them)
 	publishHook func(capture.PublishFunc) capture.PublishFunc
@@ -306,6 +309,15 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	if err := natsx.EnsureStreams(ctx, r.deps.JS, r.cfg); err != nil {
 		return err
 	}
+	if err := source.CheckPrimary(ctx, src); err != nil {
+		if r.captured.Load() && errors.Is(err, source.ErrInvalidSource) {
+			// It captured from a primary before: a failover under way (a
+			// host name that follows the primary, still on the old one).
+			// Retried with backoff; the status shows the message.
+			return fmt.Errorf("the source is a standby now, retrying: %s", err.Error())
+		}
+		return err
+	}
 	if err := source.CheckWALLevel(ctx, src); err != nil {
 		return err
 	}
@@ -444,6 +456,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		if err := r.prepareSlot(gctx, src, statePool, list, copyOnly, opts); err != nil {
 			return err
 		}
+		r.captured.Store(true)
 		g.Go(func() error { r.resyncLoop(gctx, src, statePool, tables, opts); return nil })
 		for {
 			err := r.stream(gctx, src, opts)
