@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
@@ -115,7 +114,8 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 	// the copy and its clears are published (they carry no Sluice-Through).
 	lost := !sl.Exists && bf == "done"
 	if lost {
-		r.log.Warn("replication slot lost: creating it again and copying every table at its snapshot", "slot", slot, "reason", ReasonSlotLost)
+		why := r.noteSlotLost(slot)
+		r.log.Warn("replication slot lost: creating it again and copying every table at its snapshot", "slot", slot, "reason", ReasonSlotLost, "why", why)
 		r.metrics.AutoResyncs.WithLabelValues(ReasonSlotLost).Add(float64(len(tables)))
 	}
 	opts.BackfillClear = lost || redo
@@ -129,9 +129,9 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 		return err
 	}
 	defer conn.Close(context.Background())
-	action := "NOEXPORT_SNAPSHOT"
-	if r.cfg.Source.Backfill {
-		action = "EXPORT_SNAPSHOT"
+	major, err := serverMajor(ctx, src)
+	if err != nil {
+		return err
 	}
 	name, temporary := slot, false
 	if redo {
@@ -146,8 +146,7 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 			r.log.Warn("a previous backfill did not finish: copying again", "snapshot_slot", name)
 		}
 	}
-	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, name, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
-		Mode: pglogrepl.LogicalReplication, SnapshotAction: action, Temporary: temporary})
+	res, err := r.createSlot(ctx, conn, major, name, temporary, r.cfg.Source.Backfill)
 	if err != nil {
 		return fmt.Errorf("creating replication slot %s: %w (needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION;)", name, err)
 	}
@@ -155,7 +154,8 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 	if err != nil {
 		return err
 	}
-	r.log.Info("replication slot created", "name", name, "consistent_point", cp.String(), "backfill", r.cfg.Source.Backfill, "temporary", temporary)
+	r.log.Info("replication slot created", "name", name, "consistent_point", cp.String(), "backfill", r.cfg.Source.Backfill, "temporary", temporary,
+		"failover", major >= source.FailoverVersion && !temporary && !r.rules.noSlotFailover)
 	if !r.cfg.Source.Backfill {
 		return nil
 	}

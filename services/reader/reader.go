@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,15 @@ type Reader struct {
 	pubResyncs map[string]string
 	// sessionCancel ends the running replication session (under mu).
 	sessionCancel context.CancelFunc
+	// failover is the last failover check (pollFailover); failoverPrev the
+	// one before the current capture started or the slot was found gone,
+	// which explains a slot_lost (noteSlotLost); slotLost the last one.
+	failover     atomic.Pointer[source.Failover]
+	failoverPrev *source.Failover
+	slotLost     atomic.Pointer[slotLostNote]
+	// captured: a capture got as far as streaming once in this process
+	// (a standby found afterwards is a failover under way, not bad config).
+	captured atomic.Bool
 
 	// test knobs (unexported; the tests in this package flip them)
 	publishHook func(capture.PublishFunc) capture.PublishFunc
@@ -284,6 +294,11 @@ func (r *Reader) connConfig(replication bool) (*pgconn.Config, error) {
 
 func (r *Reader) dsnWithParams() string {
 	dsn := r.cfg.Source.DSN
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		// keyword/value form (host=a,b dbname=app ...): unknown keywords
+		// are run-time parameters.
+		return dsn + " DateStyle=ISO TimeZone=UTC IntervalStyle=postgres bytea_output=hex extra_float_digits=3"
+	}
 	sep := "?"
 	for i := 0; i < len(dsn); i++ {
 		if dsn[i] == '?' {
@@ -302,6 +317,15 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	}
 	defer src.Close()
 	if err := natsx.EnsureStreams(ctx, r.deps.JS, r.cfg); err != nil {
+		return err
+	}
+	if err := source.CheckPrimary(ctx, src); err != nil {
+		if r.captured.Load() && errors.Is(err, source.ErrInvalidSource) {
+			// It captured from a primary before: a failover under way (a
+			// host name that follows the primary, still on the old one).
+			// Retried with backoff; the status shows the message.
+			return fmt.Errorf("the source is a standby now, retrying: %s", err.Error())
+		}
 		return err
 	}
 	if err := source.CheckWALLevel(ctx, src); err != nil {
@@ -436,13 +460,16 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		opts.Kinds = nil
 	}
 
+	r.failoverPrev = r.failover.Load() // before this start: why a slot is gone (noteSlotLost)
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { r.pollFailover(gctx, src); return nil })
 	g.Go(func() error { r.pollRetained(gctx, src, list, opts); return nil })
 	g.Go(func() error { r.pollSchemas(gctx, src, list, opts); return nil })
 	g.Go(func() error {
 		if err := r.prepareSlot(gctx, src, statePool, list, copyOnly, opts); err != nil {
 			return err
 		}
+		r.captured.Store(true)
 		g.Go(func() error { r.resyncLoop(gctx, src, statePool, tables, opts); return nil })
 		for {
 			err := r.stream(gctx, src, opts)
@@ -451,6 +478,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 			}
 			// Dropped mid-stream: created again and every table copied
 			// (prepareSlot sees it gone after a finished backfill).
+			r.failoverPrev = r.failover.Load()
 			if err := r.prepareSlot(gctx, src, statePool, list, nil, opts); err != nil {
 				return err
 			}
@@ -535,6 +563,7 @@ func (r *Reader) session(ctx context.Context, src *pgxpool.Pool, opts *capture.O
 			r.log.Warn("terminating the previous walsender", "error", err)
 		}
 	}
+	r.ensureFailover(ctx, src)
 	conn, err := r.replicationConn(ctx)
 	if err != nil {
 		return err

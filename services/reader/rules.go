@@ -24,4 +24,8 @@ type rules struct {
 	// noPublicationCheck leaves the publication out of the periodic schema
 	// check (publication.go): one altered while running captures a subset.
 	noPublicationCheck bool
+	// noSlotFailover creates the slot without FAILOVER true and never
+	// alters it (failover.go): a promoted standby has no copy of it, and
+	// every table is copied again (slot_lost).
+	noSlotFailover bool
 }

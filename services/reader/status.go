@@ -3,6 +3,7 @@ package reader
 import (
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
+	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 )
 
 // Status is the reader's state for `sluice status` and /api/v1/status.
@@ -44,6 +45,12 @@ type Status struct {
 	// ResyncHolds; `sluice wait` for an LSN above it waits (a change that
 	// no later row change brings to the stream is seen only there).
 	SchemaCheckedLSN string `json:"schema_checked_lsn,omitempty"`
+	// Failover is what the source can tell about whether a promoted
+	// standby keeps the slot (failover.go; read every 10 s).
+	Failover *source.Failover `json:"failover,omitempty"`
+	// SlotLost is the last time this reader found the slot gone after its
+	// backfill and copied every table again, and why.
+	SlotLost *slotLostNote `json:"slot_lost,omitempty"`
 }
 
 // RecoveredHalt is a halt a resync cleared.
@@ -57,7 +64,7 @@ func (r *Reader) Status() Status {
 	s := r.state.Snapshot()
 	st := Status{Slot: r.cfg.Source.Slot, State: s.Phase, Holder: r.holder, ConfirmedLSN: s.Confirmed.String(),
 		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, Resyncs: s.Resyncs, LastError: s.LastError,
-		ResyncHolds: r.holds.snapshot()}
+		ResyncHolds: r.holds.snapshot(), Failover: r.failover.Load(), SlotLost: r.slotLost.Load()}
 	if lsn := r.schemaChecked.Load(); lsn > 0 {
 		st.SchemaCheckedLSN = proto.LSN(lsn).String()
 	}

@@ -30,6 +30,9 @@ const (
 	// session's previous Relation message, not with the kinds the stream
 	// carried before (capture/kinds.go).
 	unsafeNoKnownKindsEnv = "SLUICE_UNSAFE_NO_KNOWN_KINDS"
+	// unsafeNoSlotFailoverEnv, set to 1, creates the slot without
+	// FAILOVER true (Postgres 17+) and never alters it.
+	unsafeNoSlotFailoverEnv = "SLUICE_UNSAFE_NO_SLOT_FAILOVER"
 )
 
 // unsafeRules reads the switches.
@@ -54,6 +57,10 @@ func unsafeRules(log *slog.Logger) rules {
 	if os.Getenv(unsafeNoKnownKindsEnv) == "1" {
 		r.noKnownKinds = true
 		log.Warn(unsafeNoKnownKindsEnv + "=1: a column type changed before a table's first change in a session is not caught, and the table's older rows WILL vanish from reads; for negative-control tests only")
+	}
+	if os.Getenv(unsafeNoSlotFailoverEnv) == "1" {
+		r.noSlotFailover = true
+		log.Warn(unsafeNoSlotFailoverEnv + "=1: the replication slot is created without failover, and a promoted standby WILL not have it (every table is copied again); for negative-control tests only")
 	}
 	return r
 }

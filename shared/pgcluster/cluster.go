@@ -45,6 +45,9 @@ type Options struct {
 	// its owner exited (a crash) stops it and starts a fresh one; it never
 	// stops a server whose owner runs (ErrOwned).
 	Owned bool
+	// BinDir is the folder of initdb, pg_ctl and postgres; "" means
+	// BinDir() (BinDirAtLeast picks one of a given major or newer).
+	BinDir string
 }
 
 // Cluster is a private Postgres cluster. Its methods are safe for concurrent
@@ -116,8 +119,16 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("resolving cluster directory %s: %w", opts.Dir, err)
 	}
 	c, err := newCluster(dir)
-	if err != nil {
+	if err != nil && opts.BinDir == "" {
 		return nil, err
+	}
+	if opts.BinDir != "" {
+		if !hasServer(opts.BinDir) {
+			return nil, fmt.Errorf("%w (Options.BinDir %s)", ErrNoBinaries, opts.BinDir)
+		}
+		if c, err = newClusterIn(dir, opts.BinDir); err != nil {
+			return nil, err
+		}
 	}
 	if opts.StartTimeout > 0 {
 		c.timeout = opts.StartTimeout
@@ -193,6 +204,10 @@ func newCluster(dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newClusterIn(dir, bindir)
+}
+
+func newClusterIn(dir, bindir string) (*Cluster, error) {
 	c := &Cluster{dir: dir, bindir: bindir, timeout: 60 * time.Second}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup(pgUser)

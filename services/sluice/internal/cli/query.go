@@ -306,9 +306,31 @@ func printStatus(w io.Writer, raw []byte) error {
 		Halted   map[string]string       `json:"halted_tables"`
 		Backfill map[string]copyProgress `json:"backfill"`
 		Resyncs  map[string]copyProgress `json:"resyncs"`
+		Failover *struct {
+			Possible bool     `json:"possible"`
+			Why      []string `json:"why"`
+			Unknown  string   `json:"unknown"`
+		} `json:"failover"`
+		SlotLost *struct {
+			At  time.Time `json:"at"`
+			Why string    `json:"why"`
+		} `json:"slot_lost"`
 	}
 	if r, ok := st.Services["reader"]; ok && json.Unmarshal(r, &reader) == nil {
 		fmt.Fprintf(tw, "reader\t%s\n", reader.State)
+		if f := reader.Failover; f != nil {
+			verdict := "not possible (a promoted standby has no copy of the slot: every table would be copied again)"
+			if f.Possible {
+				verdict = "possible (a promoted standby resumes on its copy of the slot)"
+			}
+			fmt.Fprintf(tw, "  failover\t%s\n", verdict)
+			for _, w := range f.Why {
+				fmt.Fprintf(tw, "    %s\n", w)
+			}
+		}
+		if l := reader.SlotLost; l != nil {
+			fmt.Fprintf(tw, "  slot lost at %s, every table copied again\t%s\n", l.At.Format(time.RFC3339), l.Why)
+		}
 		// Copies, in the form sluice resync --wait prints them.
 		for _, c := range []struct {
 			kind string

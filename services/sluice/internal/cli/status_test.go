@@ -45,3 +45,20 @@ func TestStatusUnknownEstimate(t *testing.T) {
 		t.Errorf("status prints an unknown size as ~-1:\n%s", out.String())
 	}
 }
+
+// sluice status says whether the reader's slot can follow a promoted
+// standby, why not, and the last slot_lost with its reason.
+func TestPrintStatusFailover(t *testing.T) {
+	raw := `{"services":{"reader":{"state":"streaming",
+		"failover":{"possible":false,"why":["the slot has failover off"],"slot_failover":false},
+		"slot_lost":{"at":"2026-12-07T12:00:00Z","why":"replication slot s was gone after its backfill finished"}}}}`
+	var out bytes.Buffer
+	if err := printStatus(&out, []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"failover", "not possible", "the slot has failover off", "slot lost at 2026-12-07T12:00:00Z", "was gone after its backfill finished"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
