@@ -294,6 +294,11 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	if err := natsx.EnsureStreams(ctx, r.deps.JS, r.cfg); err != nil {
 		return err
 	}
+	ver, err := source.CheckServerVersion(ctx, src)
+	if err != nil {
+		return err
+	}
+	r.log.Info("source server", "version", ver.Text)
 	if err := source.CheckWALLevel(ctx, src); err != nil {
 		return err
 	}
