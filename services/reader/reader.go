@@ -319,6 +319,9 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
+	if err := source.CheckGeneratedNotPublished(ctx, src, r.cfg.Source.Publication, ver); err != nil {
+		return err
+	}
 	copyOnly, err := r.backfillAdded(ctx, src, statePool, added)
 	if err != nil {
 		return err

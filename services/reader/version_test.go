@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 	"github.com/sluice-cdc/sluice/shared/pgcluster"
 	"github.com/sluice-cdc/sluice/shared/pgtest"
+	"github.com/sluice-cdc/sluice/shared/state"
 )
 
 // The test cluster's server (whichever version SLUICE_PG_BINDIR names, 14
@@ -115,5 +117,57 @@ func TestRefusesPostgres13(t *testing.T) {
 	}
 	if slots != 0 || pubs != 0 {
 		t.Errorf("the refused server has %d slots and %d publications, want none", slots, pubs)
+	}
+}
+
+// Postgres 18's publications can publish stored generated columns
+// (publish_generated_columns = stored; the default, none, is what every
+// earlier version does). The reader computes them itself and refuses a
+// publication that publishes them, saying what to run: its stream carries a
+// column the periodic schema check does not list, which the check took for
+// a column added with a default (on 18.4, before the refusal: the
+// insert-update-update below queued a resync and streamed a fourth, copied
+// row). With the setting back to none it streams the values it computes and
+// queues no resync.
+func TestPublishedGeneratedColumns(t *testing.T) {
+	if m := pgtest.Major(t); m < 18 {
+		t.Skipf("publish_generated_columns is new in Postgres 18; this server is %s", pgtest.Version(t))
+	}
+	e := newEnv(t, "public.g")
+	pub := e.cfg.Source.Publication
+	e.exec(`CREATE TABLE g (tenant_id text, id int, v int, dbl int GENERATED ALWAYS AS (v * 2) STORED, w int, PRIMARY KEY (tenant_id, id));
+		CREATE PUBLICATION ` + pub + ` FOR TABLE g WITH (publish_via_partition_root = true, publish_generated_columns = stored)`)
+	r := e.newReader("a", nil)
+	pool := e.statePool()
+	defer pool.Close()
+	r.deps.State = pool
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := r.Run(ctx)
+	want := "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " SET (publish_generated_columns = none);"
+	if err == nil || !errors.Is(err, source.ErrInvalidSource) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a publication publishing generated columns: got %v, want a refusal saying %q", err, want)
+	}
+	t.Log(err)
+
+	e.exec(`ALTER PUBLICATION ` + pub + ` SET (publish_generated_columns = none)`)
+	run := e.start(e.newReader("a", nil))
+	waitStreaming(t, run)
+	e.exec(`INSERT INTO g (tenant_id, id, v, w) VALUES ('t', 1, 5, 1)`)
+	e.exec(`UPDATE g SET v = 7 WHERE id = 1`)
+	time.Sleep(3 * time.Second) // the periodic schema check runs every second
+	e.exec(`UPDATE g SET w = 2 WHERE id = 1`)
+	rows := waitRows(t, e, 3)
+	time.Sleep(time.Second)
+	rows, _, _ = e.changes()
+	if got := generatedOf(rows, "dbl"); got != "[10 14 14]" {
+		t.Errorf("dbl in insert, update, update: %s; want [10 14 14]", got)
+	}
+	list, err := state.NewResyncs(run.pool, e.cfg.State.Schema).List(context.Background(), e.cfg.Source.Slot, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list {
+		t.Errorf("resync %d of %s queued (%s): the schema did not change", r.ID, r.Table, r.Reason)
 	}
 }

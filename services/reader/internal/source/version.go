@@ -2,8 +2,11 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // MinServerMajor is the oldest Postgres major version sluice captures from:
@@ -51,6 +54,30 @@ func CheckServerVersion(ctx context.Context, q Querier) (ServerVersion, error) {
 func (v ServerVersion) Check() error {
 	if v.Major() < MinServerMajor {
 		return invalid("the source is Postgres %s (server_version_num %d); sluice needs Postgres %d or newer (it is tested on 14 to 18): upgrade the server", v.Text, v.Num, MinServerMajor)
+	}
+	return nil
+}
+
+// CheckGeneratedNotPublished refuses a publication that publishes stored
+// generated columns (publish_generated_columns = stored, new in Postgres
+// 18; none, the default, is what every earlier version does). The reader
+// computes those columns itself and its periodic schema check compares the
+// catalog's other columns with the stream's: a stream that carries them
+// too would be taken for a column added, and resync the table by itself.
+func CheckGeneratedNotPublished(ctx context.Context, q Querier, pub string, v ServerVersion) error {
+	if v.Major() < 18 {
+		return nil
+	}
+	var gencols string
+	err := q.QueryRow(ctx, `SELECT pubgencols::text FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&gencols)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading publish_generated_columns of publication %s: %w", pub, err)
+	}
+	if gencols != "n" {
+		return invalid("publication %s publishes generated columns (publish_generated_columns = stored, Postgres %s); sluice computes stored generated columns itself: run ALTER PUBLICATION %s SET (publish_generated_columns = none);", pub, v.Text, pgx.Identifier{pub}.Sanitize())
 	}
 	return nil
 }
