@@ -90,11 +90,15 @@ func TestRefusesPostgres13(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.cfg.Source.DSN = c.DSN("postgres")
+	// A table the reader would capture: it is the version it refuses.
+	pgtest.Exec(t, e.cfg.Source.DSN, `CREATE TABLE items (tenant_id text, id int, PRIMARY KEY (tenant_id, id))`)
 	r := e.newReader("v", nil)
 	pool := e.statePool() // the state stays on the test cluster
 	defer pool.Close()
 	r.deps.State = pool
-	err = r.Run(ctx)
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	err = r.Run(rctx)
 	if err == nil || !errors.Is(err, source.ErrInvalidSource) {
 		t.Fatalf("a reader on Postgres 13 returned %v, want a refusal (ErrInvalidSource)", err)
 	}
