@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Generated is a stored generated column. pgoutput before Postgres 18 does
-// not send its value; Postgres requires its expression to be immutable, so
+// Generated is a stored generated column. pgoutput does not send its value
+// (Postgres 18 can; CheckGeneratedNotPublished refuses it); Postgres requires its expression to be immutable, so
 // the reader evaluates Expr on the change's own values (Inputs), which is
 // exact and needs no read of the table.
 type Generated struct {
