@@ -91,6 +91,7 @@ for v in "${majors[@]}"; do
 	esecs=$((SECONDS - start))
 	unset SLUICE_PG_BINDIR
 	result[$v]="Postgres ${ver}: reader tests $(word ${rrc}) (${rsecs}s), e2e oracle $(word ${erc}) (${esecs}s)"
+	echo "pgversions: ${result[$v]}"
 	if [[ ${rrc} -ne 0 || ${erc} -ne 0 ]]; then
 		failed=1
 		echo "pgversions: Postgres ${v} failed; its failing tests and the end of its log:"
