@@ -13,8 +13,14 @@ TEST_TIMEOUT ?= 25m
 # and services/flusher unsafe.go); production builds never set it. The
 # switches' own tests (TestUnsafe*) run last, under the tag.
 UNSAFE_PKGS := github.com/sluice-cdc/sluice/test/e2e
+# The Postgres versions besides the default (Debian's 15) that the reader's
+# tests and the end-to-end oracle run against (test/pgversions.sh; the
+# server binaries from deploy/fetch-postgres.sh). make test-pg PG=17 runs
+# one.
+PG_VERSIONS := 14 16 17 18
+PG ?= $(PG_VERSIONS)
 
-.PHONY: all build libchdb s3server ops-tools run test bench lint tidy-check model soak bigtx jaeger trace screenshots clean
+.PHONY: all build libchdb s3server ops-tools pg-bins run test test-pg bench lint tidy-check model soak bigtx jaeger trace screenshots clean
 
 all: build
 
@@ -29,6 +35,14 @@ s3server:
 ops-tools:
 	@./deploy/fetch-ops-tools.sh
 
+# Postgres 13 (unsupported) for the reader's refusal test, and every
+# supported version the per-version tests run on, fetched at once; cached,
+# so no download when they are there.
+pg-bins:
+	@pids=(); for v in 13 $(PG_VERSIONS); do ./deploy/fetch-postgres.sh $$v >/dev/null & pids+=($$v:$$!); done; \
+	  ok=1; for p in "$${pids[@]}"; do wait $${p#*:} || { echo "fetching the Postgres $${p%%:*} server binaries failed (deploy/fetch-postgres.sh $${p%%:*})"; ok=0; }; done; \
+	  [ $$ok -eq 1 ]
+
 build: libchdb
 	@mkdir -p bin
 	$(GO) build -o bin/sluice ./services/sluice
@@ -40,7 +54,7 @@ run: build
 
 # Jaeger (for TestTraceEndToEnd) is fetched beside lint and model: on a
 # fresh machine its module downloads overlap their work.
-test: libchdb s3server ops-tools
+test: libchdb s3server ops-tools pg-bins
 	@command -v initdb >/dev/null || test -x "$$(pg_config --bindir 2>/dev/null)/initdb" || { echo "Postgres server binaries are missing: apt-get install postgresql (or run .ci/run)"; exit 1; }
 	@log=$$(mktemp); ./deploy/fetch-jaeger.sh >"$$log" 2>&1 & jpid=$$!; \
 	  if ! { $(MAKE) lint && $(MAKE) model; }; then kill $$jpid 2>/dev/null; rm -f "$$log"; exit 1; fi; \
@@ -48,12 +62,24 @@ test: libchdb s3server ops-tools
 	  tail -1 "$$log"; rm -f "$$log"
 	@# The end-to-end package (built with the unsafe switches its negative
 	@# controls need) is the longest: it runs beside every other package,
-	@# its output printed when it ends.
-	@e2e=$$(mktemp); $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags sluice_unsafe $(UNSAFE_PKGS) >"$$e2e" 2>&1 & epid=$$!; \
+	@# and so do the per-version tests (Postgres 14, 16, 17, 18, one after
+	@# another; test/pgversions.sh), which mostly wait on their servers.
+	@# Both use one sluice binary, built beside the other packages' tests;
+	@# their output is printed when they end.
+	@bin=$$(mktemp -d); trap 'rm -rf "$$bin"' EXIT; e2e="$$bin/e2e.out"; pgv="$$bin/pgversions.out"; \
+	  ( $(GO) build -tags sluice_unsafe -o "$$bin/sluice" ./services/sluice >"$$e2e" 2>&1 || { echo "building sluice failed" >>"$$e2e"; exit 1; }; \
+	    SLUICE_BIN="$$bin/sluice" ./test/pgversions.sh $(PG_VERSIONS) >"$$pgv" 2>&1 & ppid=$$!; \
+	    SLUICE_BIN="$$bin/sluice" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags sluice_unsafe $(UNSAFE_PKGS) >"$$e2e" 2>&1; erc=$$?; \
+	    wait $$ppid; prc=$$?; [ $$erc -eq 0 ] && [ $$prc -eq 0 ] ) & bpid=$$!; \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list $(PKGS) | grep -vxF $(UNSAFE_PKGS)); rc=$$?; \
-	  wait $$epid; erc=$$?; cat "$$e2e"; rm -f "$$e2e"; \
-	  [ $$rc -eq 0 ] && [ $$erc -eq 0 ]
+	  wait $$bpid; brc=$$?; cat "$$e2e"; [ -f "$$pgv" ] && cat "$$pgv"; \
+	  [ $$rc -eq 0 ] && [ $$brc -eq 0 ]
 	$(GO) test -count=1 -tags sluice_unsafe -run '^TestUnsafe' ./services/reader/ ./services/flusher/
+
+# The reader's tests and the end-to-end oracle against other Postgres
+# versions (default: all of PG_VERSIONS; make test-pg PG=17 for one).
+test-pg: libchdb
+	./test/pgversions.sh $(PG)
 
 # The headline figures of every issue, each with the iteration count its
 # benchmark wants; output in bench.out. The machine is shared and noisy:

@@ -21,6 +21,7 @@ set -euo pipefail
 
 major="${1:?usage: fetch-postgres.sh <major> (14-18)}"
 case "${major}" in
+13) version="13.23.0-beta.16" ;; # unsupported: only for the test that the reader refuses it
 14) version="14.23.0-beta.17" ;;
 15) version="15.18.0-beta.17" ;;
 16) version="16.14.0-beta.17" ;;

@@ -319,6 +319,11 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	if err := natsx.EnsureStreams(ctx, r.deps.JS, r.cfg); err != nil {
 		return err
 	}
+	ver, err := source.CheckServerVersion(ctx, src)
+	if err != nil {
+		return err
+	}
+	r.log.Info("source server", "version", ver.Text)
 	if err := source.CheckPrimary(ctx, src); err != nil {
 		if r.captured.Load() && errors.Is(err, source.ErrInvalidSource) {
 			// It captured from a primary before: a failover under way (a
@@ -346,6 +351,9 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	}
 	ens, err := r.ensurePublication(ctx, src, statePool)
 	if err != nil {
+		return err
+	}
+	if err := source.CheckGeneratedNotPublished(ctx, src, r.cfg.Source.Publication, ver); err != nil {
 		return err
 	}
 	copyOnly, err := r.backfillAdded(ctx, src, statePool, ens.Added, "added")

@@ -45,8 +45,9 @@ type Options struct {
 	// its owner exited (a crash) stops it and starts a fresh one; it never
 	// stops a server whose owner runs (ErrOwned).
 	Owned bool
-	// BinDir is the folder of initdb, pg_ctl and postgres; "" means
-	// BinDir() (BinDirAtLeast picks one of a given major or newer).
+	// BinDir is the folder of initdb, pg_ctl and postgres to run instead
+	// of BinDir() (a test of another server version; BinDirAtLeast picks
+	// one of a given major or newer).
 	BinDir string
 }
 
@@ -94,6 +95,20 @@ func BinDir() (string, error) {
 	return "", fmt.Errorf("%w (looked in %v)", ErrNoBinaries, candidates)
 }
 
+// Version returns the version of the server binaries in bindir, as
+// `postgres --version` prints it: "17.10", "15.14 (Debian 15.14-0+deb12u1)".
+func Version(bindir string) (string, error) {
+	out, err := exec.Command(filepath.Join(bindir, "postgres"), "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("reading the version of %s: %w", filepath.Join(bindir, "postgres"), err)
+	}
+	v, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "postgres (PostgreSQL) ")
+	if !ok || v == "" {
+		return "", fmt.Errorf("reading the version of %s: unexpected output %q", filepath.Join(bindir, "postgres"), out)
+	}
+	return v, nil
+}
+
 func versionOf(bindir string) int {
 	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(bindir)))
 	return v
@@ -118,17 +133,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving cluster directory %s: %w", opts.Dir, err)
 	}
-	c, err := newCluster(dir)
-	if err != nil && opts.BinDir == "" {
+	c, err := newCluster(dir, opts.BinDir)
+	if err != nil {
 		return nil, err
-	}
-	if opts.BinDir != "" {
-		if !hasServer(opts.BinDir) {
-			return nil, fmt.Errorf("%w (Options.BinDir %s)", ErrNoBinaries, opts.BinDir)
-		}
-		if c, err = newClusterIn(dir, opts.BinDir); err != nil {
-			return nil, err
-		}
 	}
 	if opts.StartTimeout > 0 {
 		c.timeout = opts.StartTimeout
@@ -199,10 +206,14 @@ func (c *Cluster) startOrAdopt(ctx context.Context, dir string, opts Options) (*
 	}
 }
 
-func newCluster(dir string) (*Cluster, error) {
-	bindir, err := BinDir()
-	if err != nil {
-		return nil, err
+func newCluster(dir, bindir string) (*Cluster, error) {
+	if bindir == "" {
+		var err error
+		if bindir, err = BinDir(); err != nil {
+			return nil, err
+		}
+	} else if !hasServer(bindir) {
+		return nil, fmt.Errorf("%w (looked in %s)", ErrNoBinaries, bindir)
 	}
 	return newClusterIn(dir, bindir)
 }
@@ -373,7 +384,7 @@ func InitTemplate(ctx context.Context, dir string) error {
 	tmp := fmt.Sprintf("%s.tmp-%d", dir, os.Getpid())
 	os.RemoveAll(tmp)
 	defer os.RemoveAll(tmp)
-	c, err := newCluster(tmp)
+	c, err := newCluster(tmp, "")
 	if err != nil {
 		return err
 	}

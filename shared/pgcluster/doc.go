@@ -34,6 +34,9 @@
 //     restarted demo keeps its DSN; otherwise a free port is picked.
 //   - Options.Template copies a directory made by InitTemplate instead of
 //     running initdb (0.3s instead of 0.9s here); the test kit uses it.
+//   - The binaries are BinDir()'s ($SLUICE_PG_BINDIR, else the installed
+//     ones), or Options.BinDir's for one cluster (a test of another
+//     version); Version names their version.
 //   - Watchdog starts a detached process that stops the cluster when a given
 //     process exits: the test kit uses it so no server outlives its test
 //     binary, even when the binary is killed.

@@ -24,6 +24,9 @@ var (
 	root     string
 	startErr error
 	dbSeq    atomic.Int64
+	// version and bindir are the running server's ("17.10") and the folder
+	// of its binaries, for the tests' logs.
+	version, bindir string
 )
 
 // Settings are the postgresql.conf settings of the test cluster. fsync and
@@ -53,14 +56,24 @@ func start() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	opts := pgcluster.Options{Dir: filepath.Join(root, "data"), Settings: Settings}
+	var err error
+	if bindir, err = pgcluster.BinDir(); err != nil {
+		startErr = err
+		os.RemoveAll(root)
+		return
+	}
+	if version, err = pgcluster.Version(bindir); err != nil {
+		startErr = err
+		os.RemoveAll(root)
+		return
+	}
 	// An initdb'd template shared by every test binary of this machine user:
-	// copying it is about twice as fast as initdb. Best effort.
-	if bindir, err := pgcluster.BinDir(); err == nil {
-		tpl := filepath.Join(os.TempDir(), fmt.Sprintf("sluice-pgtest-template-%s-%d",
-			nonIdent.ReplaceAllString(strings.ToLower(bindir), "_"), os.Geteuid()))
-		if pgcluster.InitTemplate(ctx, tpl) == nil {
-			opts.Template = tpl
-		}
+	// copying it is about twice as fast as initdb. Best effort. It is keyed
+	// on the binaries' folder and their version: a folder whose binaries
+	// were replaced by another version's never hands out the old one's.
+	tpl := templateDir(bindir, version)
+	if pgcluster.InitTemplate(ctx, tpl) == nil {
+		opts.Template = tpl
 	}
 	c, err := pgcluster.Start(ctx, opts)
 	if err != nil {
@@ -75,6 +88,15 @@ func start() {
 		return
 	}
 	shared = c
+	fmt.Fprintf(os.Stderr, "pgtest: Postgres %s (%s) on port %d\n", version, bindir, c.Port())
+}
+
+// templateDir is the initdb'd template of the server binaries in bindir at
+// version, for this machine user.
+func templateDir(bindir, version string) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("sluice-pgtest-template-%s-%s-%d",
+		nonIdent.ReplaceAllString(strings.ToLower(bindir), "_"),
+		nonIdent.ReplaceAllString(strings.ToLower(version), "_"), os.Geteuid()))
 }
 
 // reapStale removes clusters left by test binaries that died before their
@@ -107,6 +129,27 @@ func Cluster(t testing.TB) *pgcluster.Cluster {
 		t.Fatalf("pgtest: starting the test Postgres cluster: %v", startErr)
 	}
 	return shared
+}
+
+// Version returns the version of the test cluster's server ("17.10"),
+// starting it on first use.
+func Version(t testing.TB) string {
+	t.Helper()
+	Cluster(t)
+	return version
+}
+
+// Major returns the major version of the test cluster's server (17),
+// starting it on first use: a test of a feature that only some versions
+// have gates on it, and says so.
+func Major(t testing.TB) int {
+	t.Helper()
+	v := Version(t)
+	n, err := strconv.Atoi(v[:strings.IndexFunc(v+".", func(r rune) bool { return r < '0' || r > '9' })])
+	if err != nil {
+		t.Fatalf("pgtest: the server version %q does not start with a major version number", v)
+	}
+	return n
 }
 
 // Main runs the tests, then stops the shared cluster and removes its files.
@@ -146,6 +189,7 @@ func NewDB(t testing.TB) string {
 	if err := c.CreateDatabase(ctx, name); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	t.Logf("pgtest: database %s on Postgres %s (%s)", name, version, bindir)
 	t.Cleanup(func() {
 		if err := dropDB(c, name); err != nil {
 			t.Logf("pgtest: dropping database %s: %v", name, err)

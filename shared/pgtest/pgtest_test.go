@@ -108,3 +108,27 @@ func TestKillRestart(t *testing.T) {
 		t.Fatalf("after restart: a=%d err=%v", a, err)
 	}
 }
+
+// Version and Major name the server the cluster runs: the binaries'
+// version agrees with what the server itself reports.
+func TestVersionIsTheServers(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDB(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var ver string
+	var num int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int`).Scan(&ver, &num); err != nil {
+		t.Fatal(err)
+	}
+	if got := pgtest.Version(t); got != ver {
+		t.Errorf("Version() = %q, the server says %q", got, ver)
+	}
+	if got := pgtest.Major(t); got != num/10000 {
+		t.Errorf("Major() = %d, the server's server_version_num is %d", got, num)
+	}
+	t.Logf("Postgres %s (major %d)", ver, num/10000)
+}

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Generated is a stored generated column. pgoutput before Postgres 18 does
-// not send its value; Postgres requires its expression to be immutable, so
+// Generated is a stored generated column. pgoutput does not send its value
+// (Postgres 18 can; CheckGeneratedNotPublished refuses it); Postgres requires its expression to be immutable, so
 // the reader evaluates Expr on the change's own values (Inputs), which is
 // exact and needs no read of the table.
 type Generated struct {
@@ -32,8 +32,10 @@ type Input struct {
 // DescribeGenerated lists the stored generated columns of relation oid with
 // their expressions and the columns each references.
 func DescribeGenerated(ctx context.Context, q Querier, oid uint32) ([]Generated, error) {
-	// The columns an expression references are its pg_attrdef row's
-	// dependencies on columns of the same table.
+	// The columns an expression references are its dependencies on columns
+	// of the same table: Postgres 15 and later record them on the
+	// pg_attrdef row, 14 on the generated column itself (pg_class, the
+	// column's attnum as objsubid). Both are read, so either works.
 	rows, err := q.Query(ctx, `SELECT a.attname, a.atttypid::int8, a.atttypmod, pg_catalog.pg_get_expr(d.adbin, d.adrelid),
 			COALESCE(dep.names, '{}'), COALESCE(dep.types, '{}'), COALESCE(dep.toast, '{}')
 		FROM pg_catalog.pg_attribute a
@@ -42,11 +44,12 @@ func DescribeGenerated(ctx context.Context, q Querier, oid uint32) ([]Generated,
 			SELECT array_agg(r.attname::text ORDER BY r.attnum) AS names,
 				array_agg(pg_catalog.format_type(r.atttypid, r.atttypmod) ORDER BY r.attnum) AS types,
 				array_agg(r.attlen = -1 AND r.attstorage <> 'p' ORDER BY r.attnum) AS toast
-			FROM pg_catalog.pg_depend dp
-			JOIN pg_catalog.pg_attribute r ON r.attrelid = dp.refobjid AND r.attnum = dp.refobjsubid
-			WHERE dp.classid = 'pg_catalog.pg_attrdef'::regclass AND dp.objid = d.oid
-				AND dp.refclassid = 'pg_catalog.pg_class'::regclass AND dp.refobjid = d.adrelid
-				AND dp.refobjsubid > 0 AND dp.refobjsubid <> d.adnum) dep ON true
+			FROM pg_catalog.pg_attribute r
+			WHERE r.attrelid = d.adrelid AND r.attnum > 0 AND r.attnum <> d.adnum AND EXISTS (
+				SELECT 1 FROM pg_catalog.pg_depend dp
+				WHERE dp.refclassid = 'pg_catalog.pg_class'::regclass AND dp.refobjid = d.adrelid AND dp.refobjsubid = r.attnum
+					AND (dp.classid = 'pg_catalog.pg_attrdef'::regclass AND dp.objid = d.oid
+						OR dp.classid = 'pg_catalog.pg_class'::regclass AND dp.objid = d.adrelid AND dp.objsubid = d.adnum))) dep ON true
 		WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = 's'
 		ORDER BY a.attnum`, int64(oid))
 	if err != nil {

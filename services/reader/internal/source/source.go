@@ -36,8 +36,9 @@ type Table struct {
 	// and remove rows with nothing in the WAL.
 	Partitions []uint32
 	EstRows    int64 // pg_class.reltuples (estimate; -1 unknown)
-	// Generated are the stored generated columns: pgoutput (before
-	// Postgres 18) does not send them, so the reader reads them.
+	// Generated are the stored generated columns: pgoutput does not send
+	// them (Postgres 18 can, and CheckGeneratedNotPublished refuses it), so
+	// the reader computes them.
 	Generated []Generated
 }
 
