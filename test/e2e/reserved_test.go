@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/pgtest"
 	"github.com/sluice-cdc/sluice/test/kit"
 )
@@ -57,6 +59,83 @@ func TestSourceColumnsNamedLikeTheCatalogs(t *testing.T) {
 		}
 		if rows == 0 {
 			t.Errorf("%s: the oracle checked no rows", tc.table)
+		}
+	}
+}
+
+// TestEngineRefusedTableHaltsOnlyItself: a source table with a column the
+// catalog engine refuses (_row_exists, which MergeTree reserves) beside an
+// ordinary table: the refused table's packs are dead-lettered and halt
+// their destinations, with the engine's reason in `sluice status`;
+// `sluice wait` exits 2 naming the halt; the ordinary table keeps flowing
+// and equals the source, also for changes made while the other is halted.
+// Then the recovery, the control that the halt is the table's alone: the
+// column renamed at the source and one `sluice resync --table`, after
+// which wait exits 0 and the table equals the source. Before, the refused
+// CREATE was retried forever and wait never returned for any table.
+func TestEngineRefusedTableHaltsOnlyItself(t *testing.T) {
+	src := &pg{t: t, dsn: pgtest.NewDB(t)}
+	src.exec(`CREATE TABLE public.refused (tenant_id text NOT NULL, id bigint NOT NULL, v text, _row_exists text, PRIMARY KEY (tenant_id, id));
+	INSERT INTO public.refused SELECT 't' || (g % 3), g, 'v' || g, 'r' || g FROM generate_series(1, 200) g;
+	CREATE TABLE public.plain (tenant_id text NOT NULL, id bigint NOT NULL, v text, PRIMARY KEY (tenant_id, id));
+	INSERT INTO public.plain SELECT 't' || (g % 3), g, 'v' || g FROM generate_series(1, 200) g;`)
+	s := newSluice(t, src.dsn, []string{"public.refused", "public.plain"})
+	t.Cleanup(func() { artifacts(t, s.dev.Dir) })
+	s.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// The backfill's packs of the refused table halt it, with the engine's
+	// reason, once the stream is live.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		st, _ := s.cli("status")
+		if strings.Contains(st, "public.refused") && strings.Contains(st, "_row_exists") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status does not show the refused table's halt with the engine's reason:\n%s\n%s", st, s.tail())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	src.exec(`UPDATE public.plain SET v = 'changed' WHERE id % 4 = 0; DELETE FROM public.plain WHERE id % 9 = 0;
+		UPDATE public.refused SET v = 'changed' WHERE id % 4 = 0`)
+	target := src.lsn()
+	_, err := kit.Wait(ctx, s.server, target, 3*time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "public.refused") {
+		t.Fatalf("sluice wait over a refused table: %v, want exit 2 naming public.refused\n%s", err, s.tail())
+	}
+	// Exit 2 says a halt holds a change; the snapshots still pass target
+	// (the frontier is not held by the refused table).
+	want, err := proto.ParseLSN(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, through, err := latestSnapshot(ctx, s.server)
+		if lsn, perr := proto.ParseLSN(through); err == nil && perr == nil && lsn >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot through %s beside the refused table (latest through %s, %v)\n%s", target, through, err, s.tail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if rows, diffs := oracle(t, src, s, "public.plain", []string{"tenant_id", "id"}); len(diffs) > 0 || rows == 0 {
+		t.Fatalf("the ordinary table beside a halted one: %d rows checked, %d differences:\n%s", rows, len(diffs), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
+	}
+	src.exec(`ALTER TABLE public.refused RENAME COLUMN _row_exists TO row_exists;
+		UPDATE public.refused SET v = 'renamed' WHERE id = 1`)
+	if out, err := s.cli("resync", "--table", "public.refused", "--wait", "--timeout", "5m"); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, s.tail())
+	}
+	src.exec(`UPDATE public.plain SET v = 'after' WHERE id = 1; UPDATE public.refused SET v = 'after' WHERE id = 2`)
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		st, _ := s.cli("status")
+		t.Fatalf("sluice wait after the rename and resync: %v\n%s\n%s", err, st, s.tail())
+	}
+	for _, table := range []string{"public.refused", "public.plain"} {
+		if rows, diffs := oracle(t, src, s, table, []string{"tenant_id", "id"}); len(diffs) > 0 || rows == 0 {
+			t.Errorf("%s after the recovery: %d rows checked, %d differences:\n%s", table, rows, len(diffs), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 		}
 	}
 }
