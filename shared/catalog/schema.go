@@ -71,8 +71,12 @@ type Catalog struct {
 	// gcGrace: see Options.GCGrace.
 	gcGrace time.Duration
 
-	mu     sync.Mutex // guards tables
+	mu     sync.Mutex // guards tables and damaged
 	tables map[string]*tableState
+	// damaged are the member files compaction found it cannot read
+	// (Compact, CompactStats.Damaged), with the reason: later passes
+	// leave the destinations whose members are in them alone.
+	damaged map[PackKey]string
 
 	// test knobs (unexported): noFence removes the lease fence and the
 	// version barrier from the publishing statements (negative control);
