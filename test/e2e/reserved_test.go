@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -88,12 +89,25 @@ func TestEngineRefusedTableHaltsOnlyItself(t *testing.T) {
 	// reason, once the stream is live.
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		st, _ := s.cli("status")
-		if strings.Contains(st, "public.refused") && strings.Contains(st, "_row_exists") {
+		out, _ := s.cli("status", "--json")
+		var st struct {
+			HaltedPacks []struct {
+				Table        string   `json:"table"`
+				Destinations []string `json:"destinations"`
+				Reason       string   `json:"reason"`
+			} `json:"halted_packs"`
+		}
+		halted := false
+		if json.Unmarshal([]byte(out), &st) == nil {
+			for _, h := range st.HaltedPacks {
+				halted = halted || h.Table == "public.refused" && len(h.Destinations) > 0 && strings.Contains(h.Reason, "_row_exists")
+			}
+		}
+		if halted {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("status does not show the refused table's halt with the engine's reason:\n%s\n%s", st, s.tail())
+			t.Fatalf("status does not list the refused table's halt with the engine's reason:\n%s\n%s", out, s.tail())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
