@@ -104,9 +104,16 @@ func IsSystemColumn(name string) bool { return strings.HasPrefix(name, SystemPre
 
 // Schema-level Arrow metadata keys every batch schema carries.
 const (
-	MetaTable      = "sluice.table"       // schema.table
-	MetaPrimaryKey = "sluice.primary_key" // comma-separated primary key column names, in key order
-	MetaRouting    = "sluice.routing"     // routing column name
+	MetaTable = "sluice.table" // schema.table
+	// MetaKey lists the primary key column names in key order: a JSON
+	// array of strings (KeyMetadata, PrimaryKey), so a quoted name holding
+	// a comma or edge spaces travels whole.
+	MetaKey = "sluice.key"
+	// MetaPrimaryKey is the same key comma-joined: the only form before
+	// MetaKey, still written beside it for builds that read only it, and
+	// read (split at commas) only from a schema without MetaKey.
+	MetaPrimaryKey = "sluice.primary_key"
+	MetaRouting    = "sluice.routing" // routing column name
 )
 
 // Field-level Arrow metadata keys.

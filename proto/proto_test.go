@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"testing/quick"
+
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 func TestLSNRoundTrip(t *testing.T) {
@@ -187,5 +189,33 @@ func TestValidateTable(t *testing.T) {
 		if err := ValidateTable(bad); err == nil {
 			t.Errorf("ValidateTable(%q) accepted", bad)
 		}
+	}
+}
+
+// TestPrimaryKeyTravelsAsAList: a key whose quoted column names hold a
+// comma and edge spaces comes back whole from the schema metadata
+// (MetaKey, a list); the comma-joined MetaPrimaryKey, read alone as
+// before, splits it wrongly (the control), and is read only when MetaKey
+// is absent.
+func TestPrimaryKeyTravelsAsAList(t *testing.T) {
+	key := []string{"tenant_id", "a,b", " x "}
+	md := SchemaMetadata("public.t", key, "tenant_id")
+	got, err := PrimaryKey(md)
+	if err != nil || strings.Join(got, "|") != "tenant_id|a,b| x " {
+		t.Fatalf("PrimaryKey = %q, %v; want %q", got, err, key)
+	}
+	if v, _ := md.GetValue(MetaPrimaryKey); len(strings.Split(v, ",")) == len(key) {
+		t.Fatalf("control: the comma-joined form %q splits back into the key; the test proves nothing", v)
+	}
+	legacy := arrow.NewMetadata([]string{MetaTable, MetaPrimaryKey}, []string{"public.t", "tenant_id,id"})
+	if got, err := PrimaryKey(legacy); err != nil || strings.Join(got, "|") != "tenant_id|id" {
+		t.Fatalf("legacy key = %q, %v", got, err)
+	}
+	if got, err := PrimaryKey(arrow.NewMetadata(nil, nil)); err != nil || got != nil {
+		t.Fatalf("no key = %q, %v", got, err)
+	}
+	bad := arrow.NewMetadata([]string{MetaKey}, []string{"tenant_id,id"})
+	if _, err := PrimaryKey(bad); err == nil {
+		t.Fatal("a MetaKey that is no JSON list was accepted")
 	}
 }

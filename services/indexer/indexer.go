@@ -524,6 +524,33 @@ func (ix *Indexer) flush(ctx context.Context, batch []item) {
 	stop := keepAlive(batch, AckWait/3)
 	defer stop()
 	err := ix.index(ctx, batch)
+	// A schema the catalog refuses (catalog.TableRefusedError) is its
+	// table's fault: its packs are dead-lettered (halting their
+	// destinations), and the rest of the batch is indexed again together,
+	// so a refused table costs the others one more statement, not a retry
+	// pack by pack.
+	for err != nil && len(batch) > 1 {
+		var refused *catalog.TableRefusedError
+		if !errors.As(err, &refused) {
+			break
+		}
+		rest := make([]item, 0, len(batch))
+		for _, it := range batch {
+			if it.ref.Meta.Table == refused.Table && it.ref.Meta.Schema == refused.Fingerprint {
+				ix.deadLetter(context.Background(), it, err)
+			} else {
+				rest = append(rest, it)
+			}
+		}
+		if len(rest) == len(batch) {
+			break // names no pack of the batch: pack by pack below
+		}
+		batch = rest
+		if len(batch) == 0 {
+			return
+		}
+		err = ix.index(ctx, batch)
+	}
 	if err != nil && len(batch) > 1 {
 		ix.log.Warn("indexing batch failed, retrying pack by pack", "packs", len(batch), "err", err)
 		for _, it := range batch {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
@@ -36,6 +37,9 @@ type lifecycle struct {
 	gcMembers, gcFiles, gcWatermarks, gcTemp           prometheus.Counter
 	purges                                             prometheus.Counter
 	claims                                             *claimGC // nil: the store cannot list and delete claims
+	// dlq records the member files compaction cannot read (damaged.go),
+	// on the indexer's DLQ subject, where halts are read; nil without JS.
+	dlq deadLetterer
 }
 
 func newLifecycle(reg prometheus.Registerer, store packstore.Store, writer string) *lifecycle {
@@ -67,6 +71,9 @@ func (lc *lifecycle) withClaims(reg prometheus.Registerer, js jetstream.JetStrea
 	if cs, ok := lc.store.(packstore.ClaimCollector); ok {
 		lc.claims = newClaimGC(reg, cs, js, log)
 	}
+	if js != nil {
+		lc.dlq = natsx.NewDeadLetter(js, "indexer")
+	}
 	return lc
 }
 
@@ -90,6 +97,13 @@ func (p *Publisher) lifecycleStep(ctx context.Context, l catalog.Lease) (catalog
 		start := time.Now()
 		st, l2, err := p.cat.Compact(ctx, l, ttl, lc.store, catalog.CompactPolicy{MinPacks: cc.CompactMinPacks, SmallBytes: cc.CompactSmallBytes, MaxBytes: cc.CompactMaxBytes}, lc.writer)
 		l = l2
+		for _, d := range st.Damaged {
+			if lc.dlq == nil {
+				p.log.Error("compaction found a damaged member file and cannot dead-letter it", "path", d.Path, "table", d.Table, "err", d.Reason)
+			} else if derr := deadLetterDamaged(ctx, lc.dlq, d); derr != nil {
+				p.log.Error("dead-lettering a damaged member file failed", "path", d.Path, "table", d.Table, "err", derr)
+			}
+		}
 		switch {
 		case errors.Is(err, catalog.ErrLeaseLost):
 			return l, err

@@ -169,7 +169,7 @@ func TestIndexPublishRead(t *testing.T) {
 				ref, _ := catalog.ReadRef(ctx, store, m.Path())
 				refs = append(refs, ref)
 			}
-			if err := be.Conn.Exec(ctx, "INSERT INTO `sluice_rows.public.items` SELECT * FROM `sluice_rows.public.items` WHERE pack_id = 'p1'"); err != nil {
+			if err := be.Conn.Exec(ctx, "INSERT INTO `sluice_rows.public.items` SELECT * FROM `sluice_rows.public.items` WHERE _sluice_pack_id = 'p1'"); err != nil {
 				t.Fatal(err)
 			}
 			if st, err := c.Index(ctx, store, refs); err != nil || st.Skipped != 2 {
@@ -193,7 +193,7 @@ func TestIndexPublishRead(t *testing.T) {
 			if err := be.Conn.Exec(ctx, "OPTIMIZE TABLE `sluice_rows.public.items` FINAL"); err != nil {
 				t.Fatal(err)
 			}
-			res, err := be.Conn.Query(ctx, "SELECT store_id, count() FROM `sluice_rows.public.items` WHERE destination = 'shop1' AND id = 3 GROUP BY store_id ORDER BY store_id")
+			res, err := be.Conn.Query(ctx, "SELECT _sluice_store_id, count() FROM `sluice_rows.public.items` WHERE _sluice_destination = 'shop1' AND id = 3 GROUP BY _sluice_store_id ORDER BY _sluice_store_id")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,7 +307,7 @@ func TestNullAndEmptyArrays(t *testing.T) {
 			}
 			// The latest view agrees: NULL arrays are [] there (a view has no
 			// marker), but the rows are the same.
-			res, err := be.Conn.Query(t.Context(), "SELECT id FROM `sluice_latest.public.items` WHERE destination = 'shop1' ORDER BY id")
+			res, err := be.Conn.Query(t.Context(), "SELECT id FROM `sluice_latest.public.items` WHERE _sluice_destination = 'shop1' ORDER BY id")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -45,8 +45,8 @@ func (c *Catalog) clearPredicate(ctx context.Context, v uint64, destination stri
 	if ok {
 		return pred, nil
 	}
-	q := fmt.Sprintf("SELECT tupleElement(_m, 1), tupleElement(_m, 2), _n FROM (SELECT max(tuple(%s, %s)) AS _m, count() AS _n FROM %s WHERE destination = %s AND %s AND %s = %s)",
-		ident(proto.ColLSN), ident(proto.ColSeq), c.rowsTable(ti), quote(destination), members, ident(proto.ColOp), opClear)
+	q := fmt.Sprintf("SELECT tupleElement(_sluice_m, 1), tupleElement(_sluice_m, 2), _sluice_n FROM (SELECT max(tuple(%s, %s)) AS _sluice_m, count() AS _sluice_n FROM %s WHERE %s = %s AND %s AND %s = %s)",
+		ident(proto.ColLSN), ident(proto.ColSeq), c.rowsTable(ti), ident(rowDest), quote(destination), members, ident(proto.ColOp), opClear)
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return "", fmt.Errorf("reading the clears of %s of %s at version %d: %w", table, destination, v, err)
@@ -73,8 +73,8 @@ func (c *Catalog) clearedRows(ti TableInfo, where string) string {
 		return "(SELECT * FROM " + c.rowsTable(ti) + " WHERE " + where + ")"
 	}
 	pos := "(" + ident(proto.ColLSN) + ", " + ident(proto.ColSeq) + ")"
-	return fmt.Sprintf("(SELECT *, max(if(%s = %s, %s, (toUInt64(0), toUInt64(0)))) OVER (PARTITION BY destination) AS _sluice_clear FROM %s WHERE %s)",
-		ident(proto.ColOp), opClear, pos, c.rowsTable(ti), where)
+	return fmt.Sprintf("(SELECT *, max(if(%s = %s, %s, (toUInt64(0), toUInt64(0)))) OVER (PARTITION BY %s) AS _sluice_clear FROM %s WHERE %s)",
+		ident(proto.ColOp), opClear, pos, ident(rowDest), c.rowsTable(ti), where)
 }
 
 // clearedWhere is the predicate over clearedRows: no clear row, nothing

@@ -93,7 +93,7 @@ func TestClear(t *testing.T) {
 			}
 
 			// The latest view applies each destination's own clears.
-			res, err := be.Conn.Query(ctx, "SELECT destination, id FROM `sluice_latest.public.items` ORDER BY destination, id")
+			res, err := be.Conn.Query(ctx, "SELECT _sluice_destination, id FROM `sluice_latest.public.items` ORDER BY _sluice_destination, id")
 			if err != nil {
 				t.Fatal(err)
 			}

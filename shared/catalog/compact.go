@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -421,7 +422,11 @@ func buildCompacted(ctx context.Context, store packstore.Store, table, fp, packI
 			if d == nil {
 				var err error
 				if d, err = decodeMember(ctx, store, p); err != nil {
-					return out, fmt.Errorf("compacting %s: %w", table, err)
+					err = fmt.Errorf("compacting %s: reading member %s: %w", table, p, err)
+					if errors.Is(err, packstore.ErrCorruptPack) || errors.Is(err, packstore.ErrNotFound) {
+						err = &damagedFileError{path: p, err: err}
+					}
+					return out, err
 				}
 				decoded[p] = d
 				release = append(release, d.recs...)

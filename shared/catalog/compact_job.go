@@ -52,7 +52,36 @@ type CompactStats struct {
 	OutRows      int64
 	Segment      string // the new segment's path
 	Snapshot     Snapshot
+	// Damaged are the member files this pass found it cannot read
+	// (corrupt or missing): it left their destinations out and compacted
+	// others. The caller dead-letters each, which halts its destinations
+	// for its table (docs/adr/0034-corrupt-pack-halts.md); later passes of
+	// this Catalog skip them.
+	Damaged []DamagedMember
 }
+
+// DamagedMember is a member file compaction cannot read, with what halting
+// its destinations needs: the inventory's rows of it.
+type DamagedMember struct {
+	StoreID, PackID, Path, Table, Fingerprint string
+	Destinations                              []string // sorted
+	First, Last                               proto.Position
+	Bytes                                     int64
+	Reason                                    string
+}
+
+// damagedFileError is a member file compactDestinations could not read.
+type damagedFileError struct {
+	packID, path string
+	err          error
+}
+
+func (e *damagedFileError) Error() string { return e.err.Error() }
+func (e *damagedFileError) Unwrap() error { return e.err }
+
+// maxDamagedPerPass bounds the damaged files one pass reports before it
+// gives up (each costs a pass's planning again).
+const maxDamagedPerPass = 16
 
 // compactCandidate is one (destination, table) a trigger chose.
 type compactCandidate struct {
@@ -143,10 +172,103 @@ func (c *Catalog) Compact(ctx context.Context, l Lease, ttl time.Duration, store
 	if err != nil {
 		return CompactStats{}, l, err
 	}
-	cands, err := c.compactCandidates(ctx, latest.Version, store.ID(), p, "")
-	if err != nil || len(cands) == 0 {
-		return CompactStats{}, l, err
+	// A damaged member file makes its destinations' candidates
+	// impossible: they are left out and the pass goes on with the others,
+	// reporting each damaged file once (Damaged).
+	var damaged []DamagedMember
+	for {
+		cands, err := c.compactCandidates(ctx, latest.Version, store.ID(), p, "")
+		if err != nil {
+			return CompactStats{Damaged: damaged}, l, err
+		}
+		cands = c.withoutDamaged(store.ID(), cands)
+		if len(cands) == 0 {
+			return CompactStats{Damaged: damaged}, l, nil
+		}
+		st, l2, err := c.compactFirst(ctx, l, ttl, store, latest.Version, p, cands, writer)
+		l = l2
+		var dm *damagedFileError
+		if !errors.As(err, &dm) {
+			st.Damaged = damaged
+			return st, l, err
+		}
+		d, derr := c.damagedMember(ctx, store.ID(), dm)
+		if derr != nil {
+			return CompactStats{Damaged: damaged}, l, derr
+		}
+		c.mu.Lock()
+		if c.damaged == nil {
+			c.damaged = map[PackKey]string{}
+		}
+		c.damaged[PackKey{store.ID(), dm.packID}] = d.Reason
+		c.mu.Unlock()
+		c.log.Warn("compaction skips a damaged member file", "path", d.Path, "table", d.Table, "destinations", len(d.Destinations), "err", d.Reason)
+		damaged = append(damaged, d)
+		if len(damaged) >= maxDamagedPerPass {
+			return CompactStats{Damaged: damaged}, l, nil
+		}
 	}
+}
+
+// withoutDamaged drops the candidates with a member in a damaged file.
+func (c *Catalog) withoutDamaged(storeID string, cands []compactCandidate) []compactCandidate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.damaged) == 0 {
+		return cands
+	}
+	out := cands[:0:0]
+	for _, cd := range cands {
+		ok := true
+		for id := range cd.files {
+			if _, bad := c.damaged[PackKey{storeID, id}]; bad {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, cd)
+		}
+	}
+	return out
+}
+
+// damagedMember reads what the inventory records of the damaged file:
+// its table, destinations and positions.
+func (c *Catalog) damagedMember(ctx context.Context, storeID string, dm *damagedFileError) (DamagedMember, error) {
+	d := DamagedMember{StoreID: storeID, PackID: dm.packID, Path: dm.path, Reason: dm.err.Error()}
+	res, err := c.conn.Query(ctx, "SELECT destination, any(table), any(fingerprint), min((first_lsn, first_seq)), max((last_lsn, last_seq)), any(bytes) FROM "+ident(c.n.packs())+
+		" WHERE store_id = "+quote(storeID)+" AND pack_id = "+quote(dm.packID)+" GROUP BY destination ORDER BY destination")
+	if err != nil {
+		return d, fmt.Errorf("reading the inventory of damaged file %s: %w", dm.path, err)
+	}
+	for i, r := range res.Rows {
+		d.Destinations = append(d.Destinations, asString(r[0]))
+		d.Table, d.Fingerprint, d.Bytes = asString(r[1]), asString(r[2]), asInt(r[5])
+		first, last := asPosition(r[3]), asPosition(r[4])
+		if i == 0 || first.Less(d.First) {
+			d.First = first
+		}
+		if i == 0 || d.Last.Less(last) {
+			d.Last = last
+		}
+	}
+	return d, nil
+}
+
+// asPosition reads a (lsn, seq) tuple value.
+func asPosition(v any) proto.Position {
+	t, _ := v.([]any)
+	if len(t) != 2 {
+		return proto.Position{}
+	}
+	return proto.Position{LSN: proto.LSN(asUint(t[0])), Seq: asUint(t[1])}
+}
+
+// compactFirst compacts the table of the first of cands: every chosen
+// destination of that table and schema while the distinct files their
+// members are in add up to at most p.MaxBytes.
+func (c *Catalog) compactFirst(ctx context.Context, l Lease, ttl time.Duration, store packstore.Store, v uint64, p CompactPolicy, cands []compactCandidate, writer string) (CompactStats, Lease, error) {
 	first := cands[0]
 	var chosen []string
 	var bytes int64
@@ -170,7 +292,7 @@ func (c *Catalog) Compact(ctx context.Context, l Lease, ttl time.Duration, store
 			read[id] = true
 		}
 	}
-	return c.compactDestinations(ctx, l, ttl, store, latest.Version, first.table, first.fingerprint, chosen, nil, nil, writer)
+	return c.compactDestinations(ctx, l, ttl, store, v, first.table, first.fingerprint, chosen, nil, nil, writer)
 }
 
 // compactDestinations compacts every member of dests' table at version v
@@ -223,6 +345,14 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 	if len(ins) > 0 {
 		id := proto.SegmentID(time.Now(), writer, 0)
 		seg, err := buildCompacted(ctx, store, table, fp, id, ins)
+		var bad *damagedFileError
+		if errors.As(err, &bad) {
+			for pid, p := range paths {
+				if p == bad.path {
+					bad.packID = pid
+				}
+			}
+		}
 		if err != nil {
 			return st, l, err
 		}

@@ -68,6 +68,13 @@
 //	                         (tables.go generationOf, docs/adr/0028-table-generations.md)
 //	p_latest.<schema.table>  view: that table as of the latest published snapshot
 //
+// A rows table's own columns (_sluice_destination, _sluice_store_id,
+// _sluice_pack_id, beside the pack's system columns) and every alias of a
+// statement over one are under proto.SystemPrefix, which no source column
+// may use, so no source column name collides with them (sql.go rowDest,
+// docs/adr/0044-reserved-catalog-names.md). The inventory and the other
+// fixed tables keep their plain names: no source column lives there.
+//
 // NOTES
 //   - A segment (packstore.EncodeSegment: every destination's rows of one
 //     group commit and table, each row carrying _sluice_destination) is
@@ -77,8 +84,9 @@
 //     (one part: all or none). A member is (store_id, pack_id,
 //     destination, table) and a read filters its destination. A publish
 //     admits and Pending counts (pack, destination) rows.
-//   - The rows tables' ORDER BY is (destination, primary key..., store_id,
-//     pack_id, _sluice_lsn, _sluice_seq): pack identity as the brief asks,
+//   - The rows tables' ORDER BY is (_sluice_destination, primary key...,
+//     _sluice_store_id, _sluice_pack_id, _sluice_lsn, _sluice_seq): pack
+//     identity as the brief asks,
 //     plus the position, because one pack may hold several versions of one
 //     key (an insert then a TOAST-unchanged update in one flush) and a merge
 //     must not fold those onto each other.

@@ -1,6 +1,9 @@
 package catalog
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrSchemaRefused is returned by EnsureSchema for a catalog this build
@@ -42,3 +45,25 @@ var (
 // found (its path) or with the event that announced it: another
 // destination, table or id. It is refused for tenant isolation.
 var ErrPackMismatch = errors.New("pack footer disagrees with its path or event")
+
+// TableRefusedError is returned by Register (and so by Index) when a
+// table's schema cannot be held however often it is tried: the engine
+// refused the rows table's CREATE or ALTER (a column name it reserves, a
+// change it cannot apply: refusedByEngine), or a column the rows table
+// already holds in another type. It is the table's (and schema's) own
+// fault, never the catalog's: it wraps ErrBadSchema, so the indexer
+// dead-letters the schema's packs, halting their destinations with this
+// reason (docs/adr/0034-corrupt-pack-halts.md), and keeps indexing every
+// other table (docs/adr/0044-reserved-catalog-names.md).
+type TableRefusedError struct {
+	Table       string // schema.table
+	Fingerprint string // the refused schema's
+	Err         error  // the engine's refusal
+}
+
+func (e *TableRefusedError) Error() string {
+	return fmt.Sprintf("%v: table %s (schema %s) cannot be held by the catalog: %v", ErrBadSchema, e.Table, e.Fingerprint, e.Err)
+}
+
+// Unwrap gives ErrBadSchema and the engine's refusal.
+func (e *TableRefusedError) Unwrap() []error { return []error{ErrBadSchema, e.Err} }

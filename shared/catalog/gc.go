@@ -198,7 +198,7 @@ func (c *Catalog) CollectGarbage(ctx context.Context, store packstore.Store, o G
 		}
 		sort.Strings(tables)
 		for _, t := range tables {
-			if err := c.conn.Exec(ctx, c.deleteSQL(t, "(store_id, pack_id, destination) IN ("+keyTuples(byTable[t])+")")); err != nil {
+			if err := c.conn.Exec(ctx, c.deleteSQL(t, rowMember+" IN ("+keyTuples(byTable[t])+")")); err != nil {
 				return st, fmt.Errorf("collecting garbage: deleting rows of %s: %w", t, err)
 			}
 		}

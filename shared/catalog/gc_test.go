@@ -194,7 +194,7 @@ func TestPinnedReadSurvivesCompactionAndGC(t *testing.T) {
 	if files := storeFiles(t, f.store); !reflect.DeepEqual(files, []string{st.Segment}) {
 		t.Fatalf("store holds %v, want only the compacted segment %s", files, st.Segment)
 	}
-	res, err := f.conn.Query(t.Context(), "SELECT count(), uniqExact(pack_id) FROM `sluice_rows.public.items`")
+	res, err := f.conn.Query(t.Context(), "SELECT count(), uniqExact(_sluice_pack_id) FROM `sluice_rows.public.items`")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -269,7 +269,7 @@ func (c *Catalog) insertPlan(ti TableInfo, s *arrow.Schema, segment bool) (inser
 	if segment {
 		structure = append(structure, ident(proto.ColDestination)+" String")
 	}
-	target = append(target, "destination")
+	target = append(target, ident(rowDest))
 	for _, f := range s.Fields() {
 		switch f.Name {
 		case proto.ColOp:
@@ -294,7 +294,7 @@ func (c *Catalog) insertPlan(ti TableInfo, s *arrow.Schema, segment bool) (inser
 		}
 	}
 	has := func(n string) bool { return len(s.FieldIndices(n)) == 1 }
-	target = append(target, ident(proto.ColLSN), ident(proto.ColSeq), ident(proto.ColOp), ident(proto.ColUnchanged), ident(proto.ColNulls), ident(proto.ColCommitTime), "store_id", "pack_id")
+	target = append(target, ident(proto.ColLSN), ident(proto.ColSeq), ident(proto.ColOp), ident(proto.ColUnchanged), ident(proto.ColNulls), ident(proto.ColCommitTime), ident(rowStore), ident(rowPack))
 	exprs = append(exprs, ident(proto.ColLSN), ident(proto.ColSeq), ident(proto.ColOp))
 	for _, col := range []string{proto.ColUnchanged, proto.ColNulls} {
 		if has(col) {

@@ -174,7 +174,7 @@ func TestRemovalVanishesFromLaterSnapshots(t *testing.T) {
 	if got := keysAt(t, c, "shop1", v3.Version); !reflect.DeepEqual(got, []int64{2, 5}) {
 		t.Errorf("v3 reads %v, want [2 5]", got)
 	}
-	res2, err := c.Conn().Query(ctx, "SELECT destination, id FROM `sluice_latest.public.items` ORDER BY destination, id")
+	res2, err := c.Conn().Query(ctx, "SELECT _sluice_destination, id FROM `sluice_latest.public.items` ORDER BY _sluice_destination, id")
 	if err != nil {
 		t.Fatal(err)
 	}

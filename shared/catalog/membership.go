@@ -55,8 +55,8 @@ func (c *Catalog) memberRows(version, hw, destination, table string) string {
 // destination whose member was removed are not admitted, whatever its
 // other destinations.
 func (c *Catalog) membership(version, destination, table string) string {
-	return fmt.Sprintf("(store_id, pack_id, destination) IN (SELECT store_id, pack_id, destination FROM %s WHERE %s)",
-		ident(c.n.packs()), c.memberRows(version, c.hwAt(version), destination, table))
+	return fmt.Sprintf("%s IN (SELECT store_id, pack_id, destination FROM %s WHERE %s)",
+		rowMember, ident(c.n.packs()), c.memberRows(version, c.hwAt(version), destination, table))
 }
 
 // highWater reads published version's inventory high-water, or
@@ -126,8 +126,8 @@ func (c *Catalog) members(ctx context.Context, v uint64, destination, table stri
 	}
 	// The literal high-water (a published snapshot's never changes) spares
 	// the statements the scalar over the watermark.
-	sub := fmt.Sprintf("(store_id, pack_id) IN (SELECT store_id, pack_id FROM %s WHERE %s)",
-		ident(c.n.packs()), c.memberRows(u64(v), u64(hw), destination, table))
+	sub := fmt.Sprintf("%s IN (SELECT store_id, pack_id FROM %s WHERE %s)",
+		rowPackID, ident(c.n.packs()), c.memberRows(u64(v), u64(hw), destination, table))
 	q := fmt.Sprintf("SELECT DISTINCT store_id, pack_id FROM %s WHERE %s ORDER BY store_id, pack_id LIMIT %d",
 		ident(c.n.packs()), c.memberRows(u64(v), u64(hw), destination, table), maxLiteralMembers+1)
 	res, err := c.conn.Query(ctx, q)
@@ -141,7 +141,7 @@ func (c *Catalog) members(ctx context.Context, v uint64, destination, table stri
 		pred = "0"
 	default:
 		var b strings.Builder
-		b.WriteString("(store_id, pack_id) IN (")
+		b.WriteString(rowPackID + " IN (")
 		for i, r := range res.Rows {
 			if i > 0 {
 				b.WriteString(", ")

@@ -85,7 +85,7 @@ func (c *Catalog) PurgeStatus(ctx context.Context, destination string) (PurgeSta
 	c.mu.Unlock()
 	sort.Strings(tables)
 	for _, t := range tables {
-		res, err := c.conn.Query(ctx, "SELECT count() FROM "+ident(t)+" WHERE destination = "+quote(destination))
+		res, err := c.conn.Query(ctx, "SELECT count() FROM "+ident(t)+" WHERE "+ident(rowDest)+" = "+quote(destination))
 		if err != nil {
 			return st, fmt.Errorf("reading what remains of %s in %s: %w", destination, t, err)
 		}

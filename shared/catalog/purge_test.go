@@ -104,7 +104,7 @@ func TestPurgeLeavesNothingOfTheDestination(t *testing.T) {
 	}
 	for _, q := range []string{
 		"SELECT count() FROM sluice_packs WHERE destination = 'shopB'",
-		"SELECT count() FROM `sluice_rows.public.items` WHERE destination = 'shopB'",
+		"SELECT count() FROM `sluice_rows.public.items` WHERE _sluice_destination = 'shopB'",
 	} {
 		res, err := conn.Query(t.Context(), q)
 		if err != nil {

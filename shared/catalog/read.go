@@ -134,9 +134,12 @@ func (c *Catalog) published(version uint64) {
 // resolution builds the per-key resolution of a rows table: grouped by
 // (destination, primary key), the newest row by (position, pack identity),
 // with TOAST-unchanged columns filled from the newest row that carried a
-// value. The result's columns are destination, the key columns, then _c<i>
-// for each non-key column of ti in order, then the system columns _op,
-// _lsn, _seq, _ct, _store, _pack.
+// value. The result's columns are the destination, the key columns, then
+// _sluice_c<i> for each non-key column of ti in order, then (with system)
+// the system columns _sluice_r_op, _r_unch, _r_lsn, _r_seq, _r_ct, _r_store,
+// _r_pack (each _sluice_ prefixed), then _sluice_n<i> per array column.
+// Every alias is under proto.SystemPrefix, so none can shadow a source
+// column (rowDest).
 func (c *Catalog) resolution(ti TableInfo, where string, system bool) string {
 	return c.resolutionFrom(ti, c.rowsTable(ti), where, system)
 }
@@ -147,8 +150,8 @@ func (c *Catalog) resolutionFrom(ti TableInfo, from, where string, system bool) 
 	// The winner is the newest row by position, pack identity breaking ties
 	// between copies of one change, so every value is deterministic (a tie
 	// left to read order could change after a merge: rule 9).
-	const ord = "(_sluice_lsn, _sluice_seq, store_id, pack_id)"
-	const pos = ord
+	ord := "(_sluice_lsn, _sluice_seq, " + ident(rowStore) + ", " + ident(rowPack) + ")"
+	pos := ord
 	var nonKey []Column
 	for _, col := range ti.Columns {
 		if !ti.isKey(col.Name) {
@@ -159,69 +162,74 @@ func (c *Catalog) resolutionFrom(ti TableInfo, from, where string, system bool) 
 	for _, col := range nonKey {
 		tup = append(tup, ident(col.Name))
 	}
-	tup = append(tup, "_sluice_op", "_sluice_unchanged", "_sluice_lsn", "_sluice_seq", "_sluice_commit_time", "toString(store_id)", "pack_id", ident(proto.ColNulls))
+	tup = append(tup, "_sluice_op", "_sluice_unchanged", "_sluice_lsn", "_sluice_seq", "_sluice_commit_time", "toString("+ident(rowStore)+")", ident(rowPack), ident(proto.ColNulls))
 	n := len(nonKey)
-	keys := []string{"destination"}
+	keys := []string{ident(rowDest)}
 	for _, k := range ti.PrimaryKey {
 		keys = append(keys, ident(k))
 	}
 	// Two levels: the inner query aggregates (the winning row as one tuple
-	// _w, and the TOAST carry-forward candidates _t<i>); the outer one picks
-	// the columns. Referring to _w only as a column of the inner query keeps
+	// _sluice_w, and the TOAST carry-forward candidates _sluice_t<i>); the
+	// outer one picks the columns. Referring to _sluice_w only as a column of the inner query keeps
 	// the analyzer from expanding the whole argMax at every reference
 	// (measured: planning alone took most of a page read).
 	inner := append([]string{}, keys...)
-	inner = append(inner, "argMax(tuple("+strings.Join(tup, ", ")+"), "+ord+") AS _w")
+	inner = append(inner, "argMax(tuple("+strings.Join(tup, ", ")+"), "+ord+") AS _sluice_w")
 	out := append([]string{}, keys...)
-	w := func(i int) string { return fmt.Sprintf("tupleElement(_w, %d)", i) }
+	w := func(i int) string { return fmt.Sprintf("tupleElement(_sluice_w, %d)", i) }
 	unchanged := func(col string) string { return "has(" + w(n+2) + ", " + quote(col) + ")" }
 	for i, col := range nonKey {
 		el := w(i + 1)
 		if toastable(col.Kind) {
-			t := "_t" + strconv.Itoa(i)
+			t := "_sluice_t" + strconv.Itoa(i)
 			inner = append(inner, fmt.Sprintf("argMaxIf(%s, %s, NOT has(_sluice_unchanged, %s)) AS %s", ident(col.Name), pos, quote(col.Name), t))
 			el = "if(" + unchanged(col.Name) + ", " + t + ", " + el + ")"
 		}
-		out = append(out, el+" AS _c"+strconv.Itoa(i))
+		out = append(out, el+" AS _sluice_c"+strconv.Itoa(i))
 	}
 	if system { // only when asked: every output column costs decoding
-		for i, a := range []string{"_op", "_unch", "_lsn", "_seq", "_ct", "_store", "_pack"} {
+		for i, a := range resolvedSystem {
 			out = append(out, w(n+1+i)+" AS "+a)
 		}
 	}
 	// Array columns: ClickHouse arrays cannot be NULL, so whether the
 	// winning value is NULL comes from the pack's null markers (taken from
 	// the same row the value comes from, TOAST carry-forward included). They
-	// follow the system columns as _n<i>, one per array column in order.
+	// follow the system columns as _sluice_n<i>, one per array column in order.
 	for i, col := range nonKey {
 		if _, isArray := col.Kind.Elem(); !isArray {
 			continue
 		}
-		t := "_tn" + strconv.Itoa(i)
+		t := "_sluice_tn" + strconv.Itoa(i)
 		inner = append(inner, fmt.Sprintf("argMaxIf(has(%s, %s), %s, NOT has(_sluice_unchanged, %s)) AS %s", ident(proto.ColNulls), quote(col.Name), pos, quote(col.Name), t))
 		el := fmt.Sprintf("if(%s, %s, has(%s, %s))", unchanged(col.Name), t, w(n+8), quote(col.Name))
-		out = append(out, el+" AS _n"+strconv.Itoa(i))
+		out = append(out, el+" AS _sluice_n"+strconv.Itoa(i))
 	}
 	return "SELECT " + strings.Join(out, ", ") + " FROM (SELECT " + strings.Join(inner, ", ") + " FROM " + from + " WHERE " + where +
 		" GROUP BY " + strings.Join(keys, ", ") + ") WHERE " + w(n+1) + " NOT IN (" + strconv.Itoa(int(proto.OpDelete)) + ", " + strconv.Itoa(int(proto.OpMoveOut)) + ")"
 }
+
+// resolvedSystem are the aliases of the system columns a resolution with
+// system gives, in order.
+var resolvedSystem = []string{"_sluice_r_op", "_sluice_r_unch", "_sluice_r_lsn", "_sluice_r_seq", "_sluice_r_ct", "_sluice_r_store", "_sluice_r_pack"}
 
 // latestViewSQL is the ad-hoc view of a table as of the latest published
 // snapshot, every destination, with its real column names.
 func (c *Catalog) latestViewSQL(ti TableInfo) string {
 	latest := "(" + c.latestVersionSQL() + ")"
 	inner := c.resolutionFrom(ti, c.clearedRows(ti, c.membership(latest, "", ti.Name)), c.clearedWhere(), true)
-	out := []string{"destination"}
+	out := []string{ident(rowDest)}
 	i := 0
 	for _, col := range ti.Columns {
 		if ti.isKey(col.Name) {
 			out = append(out, ident(col.Name))
 			continue
 		}
-		out = append(out, "_c"+strconv.Itoa(i)+" AS "+ident(col.Name))
+		out = append(out, "_sluice_c"+strconv.Itoa(i)+" AS "+ident(col.Name))
 		i++
 	}
-	out = append(out, "_lsn AS _sluice_lsn", "_seq AS _sluice_seq", "_op AS _sluice_op", "_ct AS _sluice_commit_time", "_store AS store_id", "_pack AS pack_id")
+	out = append(out, "_sluice_r_lsn AS _sluice_lsn", "_sluice_r_seq AS _sluice_seq", "_sluice_r_op AS _sluice_op", "_sluice_r_ct AS _sluice_commit_time",
+		"_sluice_r_store AS "+ident(rowStore), "_sluice_r_pack AS "+ident(rowPack))
 	return "SELECT " + strings.Join(out, ", ") + " FROM (" + inner + ")"
 }
 
@@ -278,7 +286,7 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	where := "destination = " + quote(req.Destination) + " AND " + members + " AND " + cleared
+	where := ident(rowDest) + " = " + quote(req.Destination) + " AND " + members + " AND " + cleared
 	if req.Cursor != "" {
 		after, err := cursorPredicate(ti, req.Cursor, ">")
 		if err != nil {
@@ -308,7 +316,7 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	order := append([]string{"destination"}, keyCols...)
+	order := append([]string{ident(rowDest)}, keyCols...)
 	q := c.resolution(ti, where+" AND "+upTo, req.SystemColumns) + " ORDER BY " + strings.Join(order, ", ")
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {

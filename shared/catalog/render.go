@@ -14,8 +14,9 @@ import (
 )
 
 // layout is where each source column sits in a resolution row (see
-// resolution: destination, the key columns, _c<i> per non-key column, the
-// seven system columns when asked, then _n<i> per non-key array column),
+// resolution: destination, the key columns, _sluice_c<i> per non-key
+// column, the seven system columns when asked, then _sluice_n<i> per
+// non-key array column),
 // with each column's JSON key rendered once per page.
 type layout struct {
 	cols   []Column
@@ -73,7 +74,7 @@ func (l *layout) render(r []any) (json.RawMessage, error) {
 		}
 	}
 	if l.system >= 0 {
-		// _op, _unch, _lsn, _seq, _ct, _store, _pack
+		// resolvedSystem: op, unchanged, lsn, seq, commit time, store, pack
 		s := r[l.system:]
 		b = append(b, ',')
 		b = appendKey(b, proto.ColLSN)

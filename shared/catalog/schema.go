@@ -19,6 +19,12 @@ import (
 
 // SchemaVersion is the catalog schema this build creates and reads. A
 // catalog stamped with any other version is refused, never migrated.
+// Version 9 names every column a rows table adds beside its source
+// table's under proto.SystemPrefix (_sluice_destination, _sluice_store_id,
+// _sluice_pack_id; before: destination, store_id, pack_id), so a source
+// column of any other name can never collide with one
+// (docs/adr/0044-reserved-catalog-names.md); a version 8 catalog is
+// refused and rebuilt from the packs (sluice catalog rebuild).
 // Version 8 numbers table generations: a registry row's generation names
 // the rows table its schema's packs are indexed into (rows@<generation>
 // from the second on), opened when a column's kind or the primary key
@@ -41,7 +47,7 @@ import (
 // snapshot's membership in its watermark row (an array), so a publish is
 // one INSERT; the manifest is a view over it. Version 2 had a manifest
 // table written by its own statement.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // Options configure a Catalog.
 type Options struct {
@@ -65,8 +71,12 @@ type Catalog struct {
 	// gcGrace: see Options.GCGrace.
 	gcGrace time.Duration
 
-	mu     sync.Mutex // guards tables
+	mu     sync.Mutex // guards tables and damaged
 	tables map[string]*tableState
+	// damaged are the member files compaction found it cannot read
+	// (Compact, CompactStats.Damaged), with the reason: later passes
+	// leave the destinations whose members are in them alone.
+	damaged map[PackKey]string
 
 	// test knobs (unexported): noFence removes the lease fence and the
 	// version barrier from the publishing statements (negative control);
@@ -180,16 +190,19 @@ func (t TableInfo) Column(name string) (Column, bool) {
 
 // TableInfoFromSchema derives a table's catalog description from a batch or
 // pack schema: every non-system field with its sluice.kind and
-// sluice.pgtype metadata, and the sluice.primary_key schema metadata.
+// sluice.pgtype metadata, and the primary key the schema metadata lists
+// (proto.PrimaryKey: a list, never split from a joined string).
 func TableInfoFromSchema(table string, s *arrow.Schema, fingerprint string) (TableInfo, error) {
 	if err := proto.ValidateTable(table); err != nil {
 		return TableInfo{}, fmt.Errorf("%w: %v", ErrBadSchema, err)
 	}
 	ti := TableInfo{Name: table, Fingerprint: fingerprint}
 	md := s.Metadata()
-	if pk, ok := md.GetValue(proto.MetaPrimaryKey); ok && pk != "" {
-		ti.PrimaryKey = strings.Split(pk, ",")
+	pk, err := proto.PrimaryKey(md)
+	if err != nil {
+		return TableInfo{}, fmt.Errorf("%w: table %s: %v", ErrBadSchema, table, err)
 	}
+	ti.PrimaryKey = pk
 	if r, ok := md.GetValue(proto.MetaRouting); ok {
 		ti.Routing = r
 	}

@@ -28,8 +28,12 @@ func TestSchemaRefusals(t *testing.T) {
 		damage []string // statements run on a populated catalog
 		want   string   // in the refusal
 	}{
-		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [8 99]"},
-		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (9, 0)"}, "stamped with schema version [9]"},
+		{"other stamp version", []string{"INSERT INTO sluice_schema_version VALUES (99, 0)"}, "stamped with schema version [9 99]"},
+		{"future stamp only", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (10, 0)"}, "stamped with schema version [10]"},
+		// Version 8 named the rows tables' own columns destination,
+		// store_id and pack_id, which a source table's columns could take
+		// (docs/adr/0044-reserved-catalog-names.md).
+		{"version 8 stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (8, 0)"}, "stamped with schema version [8]"},
 		// Version 7 had no table generations: its registry rows name no
 		// generation, and one rows table held every schema of a table.
 		{"version 7 stamp", []string{"TRUNCATE TABLE sluice_schema_version", "INSERT INTO sluice_schema_version VALUES (7, 0)"}, "stamped with schema version [7]"},

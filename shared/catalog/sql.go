@@ -21,6 +21,26 @@ func ident(name string) string {
 func u64(v uint64) string { return strconv.FormatUint(v, 10) }
 func i64(v int64) string  { return strconv.FormatInt(v, 10) }
 
+// The columns a rows table holds beside its source table's, and every name
+// a statement over a rows table introduces (aliases, subquery columns), are
+// under proto.SystemPrefix, which no source column may use (the reader
+// refuses one): so no source column name can collide with the catalog's
+// own (docs/adr/0044-reserved-catalog-names.md). The system columns of a
+// pack (proto.ColLSN ...) keep their names; these are the catalog's
+// additions.
+const (
+	rowDest  = proto.ColDestination // the destination of the row
+	rowStore = "_sluice_store_id"   // pack identity: the store ...
+	rowPack  = "_sluice_pack_id"    // ... and the pack or segment id
+)
+
+// rowPackID is the rows table's pack identity, (store, pack), as an SQL
+// tuple; rowMember adds the destination (a member).
+var (
+	rowPackID = "(" + ident(rowStore) + ", " + ident(rowPack) + ")"
+	rowMember = "(" + ident(rowStore) + ", " + ident(rowPack) + ", " + ident(rowDest) + ")"
+)
+
 // names are the catalog's object names for one prefix.
 type names struct {
 	prefix string

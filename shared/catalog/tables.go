@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -137,22 +138,22 @@ func (c *Catalog) Register(ctx context.Context, ti TableInfo) (TableInfo, error)
 	name := c.n.rowsGen(ti.Name, ti.Generation)
 	rt := ident(name)
 	var cols []string
-	cols = append(cols, "destination LowCardinality(String)")
+	cols = append(cols, ident(rowDest)+" LowCardinality(String)")
 	for _, col := range ti.Columns {
 		cols = append(cols, ident(col.Name)+" "+chStorage(col.Kind, ti.isKey(col.Name)))
 	}
 	cols = append(cols,
 		ident(proto.ColLSN)+" UInt64", ident(proto.ColSeq)+" UInt64", ident(proto.ColOp)+" Int8",
 		ident(proto.ColUnchanged)+" Array(String)", ident(proto.ColCommitTime)+" Nullable(Int64)",
-		"store_id LowCardinality(String)", "pack_id String", ident(proto.ColNulls)+" Array(String)")
-	order := []string{"destination"}
+		ident(rowStore)+" LowCardinality(String)", ident(rowPack)+" String", ident(proto.ColNulls)+" Array(String)")
+	order := []string{ident(rowDest)}
 	for _, k := range ti.PrimaryKey {
 		order = append(order, ident(k))
 	}
-	order = append(order, "store_id", "pack_id", ident(proto.ColLSN), ident(proto.ColSeq))
+	order = append(order, ident(rowStore), ident(rowPack), ident(proto.ColLSN), ident(proto.ColSeq))
 	create := "CREATE TABLE IF NOT EXISTS " + rt + " (" + strings.Join(cols, ", ") + ") ENGINE = ReplacingMergeTree ORDER BY (" + strings.Join(order, ", ") + ")"
 	if err := c.conn.Exec(ctx, create); err != nil {
-		return TableInfo{}, fmt.Errorf("creating rows table for %s: %w", ti.Name, err)
+		return TableInfo{}, refusal(ti, fmt.Errorf("creating rows table for %s: %w", ti.Name, err))
 	}
 	// Columns added at the source since the table was created.
 	res, err := c.conn.Query(ctx, "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = "+quote(name))
@@ -168,12 +169,12 @@ func (c *Catalog) Register(ctx context.Context, ti TableInfo) (TableInfo, error)
 		got, ok := have[col.Name]
 		if !ok {
 			if err := c.conn.Exec(ctx, "ALTER TABLE "+rt+" ADD COLUMN IF NOT EXISTS "+ident(col.Name)+" "+want); err != nil {
-				return TableInfo{}, fmt.Errorf("adding column %s to %s: %w", col.Name, name, err)
+				return TableInfo{}, refusal(ti, fmt.Errorf("adding column %s to %s: %w", col.Name, name, err))
 			}
 			continue
 		}
 		if got != want && !(ti.isKey(col.Name) && got == "Nullable("+want+")") {
-			return TableInfo{}, fmt.Errorf("%w: table %s: column %s is %s in the catalog, the pack needs %s", ErrBadSchema, ti.Name, col.Name, got, want)
+			return TableInfo{}, &TableRefusedError{Table: ti.Name, Fingerprint: ti.Fingerprint, Err: fmt.Errorf("column %s is %s in the catalog, the pack needs %s", col.Name, got, want)}
 		}
 	}
 	colsJSON, err := json.Marshal(ti.Columns)
@@ -210,6 +211,43 @@ func (c *Catalog) Register(ctx context.Context, ti TableInfo) (TableInfo, error)
 		return TableInfo{}, fmt.Errorf("creating latest view of %s: %w", ti.Name, err)
 	}
 	return reg, nil
+}
+
+// refusalCodes are the engine's error codes that refuse a DDL statement
+// for what it says (its names, types or the change it asks), so that
+// running it again can only fail again. Anything else (a timeout, memory,
+// the network, a concurrent ALTER, a read-only replica) may pass on retry.
+var refusalCodes = map[int]string{
+	15:  "DUPLICATE_COLUMN",
+	16:  "NO_SUCH_COLUMN_IN_TABLE",
+	36:  "BAD_ARGUMENTS",
+	43:  "ILLEGAL_TYPE_OF_ARGUMENT",
+	44:  "ILLEGAL_COLUMN",
+	47:  "UNKNOWN_IDENTIFIER",
+	50:  "UNKNOWN_TYPE",
+	62:  "SYNTAX_ERROR",
+	70:  "CANNOT_CONVERT_TYPE",
+	179: "MULTIPLE_EXPRESSIONS_FOR_ALIAS",
+	352: "AMBIGUOUS_COLUMN_NAME",
+	420: "CANNOT_UPDATE_COLUMN",
+	524: "ALTER_OF_COLUMN_IS_FORBIDDEN",
+}
+
+// refusedByEngine reports whether err is the engine refusing a statement
+// for what it says (refusalCodes).
+func refusedByEngine(err error) bool {
+	var ex *Exception
+	return errors.As(err, &ex) && refusalCodes[ex.Code] != ""
+}
+
+// refusal is err of a DDL statement of ti's rows table: a
+// TableRefusedError when the engine refused the statement, else err
+// (retried).
+func refusal(ti TableInfo, err error) error {
+	if refusedByEngine(err) {
+		return &TableRefusedError{Table: ti.Name, Fingerprint: ti.Fingerprint, Err: err}
+	}
+	return err
 }
 
 // Tables lists every captured table the catalog holds.

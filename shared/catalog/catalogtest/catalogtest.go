@@ -2,7 +2,6 @@ package catalogtest
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -82,7 +81,7 @@ func (t Table) Schema() *arrow.Schema {
 		arrow.Field{Name: proto.ColCommitTime, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
 		arrow.Field{Name: proto.ColUnchanged, Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
 	)
-	md := arrow.NewMetadata([]string{proto.MetaTable, proto.MetaPrimaryKey, proto.MetaRouting}, []string{t.Name, strings.Join(t.PK, ","), t.Routing})
+	md := proto.SchemaMetadata(t.Name, t.PK, t.Routing)
 	return arrow.NewSchema(fields, &md)
 }
 

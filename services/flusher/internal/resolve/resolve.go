@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -78,14 +77,12 @@ func ColumnsOf(rec arrow.RecordBatch, schema *arrow.Schema) (*Columns, error) {
 	return &Columns{c}, nil
 }
 
-// primaryKey is the primary key columns schema's metadata names.
+// primaryKey is the primary key columns schema's metadata names
+// (proto.PrimaryKey: a list, so a name holding a comma or edge spaces
+// stays whole). Metadata that does not decode names no key: the columns
+// it names are then not found (columnsOf) or every row is kept.
 func primaryKey(schema *arrow.Schema) []string {
-	var pk []string
-	if v, ok := schema.Metadata().GetValue(proto.MetaPrimaryKey); ok && v != "" {
-		for _, name := range strings.Split(v, ",") {
-			pk = append(pk, strings.TrimSpace(name))
-		}
-	}
+	pk, _ := proto.PrimaryKey(schema.Metadata())
 	return pk
 }
 

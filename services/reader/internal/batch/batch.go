@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -99,9 +98,7 @@ func NewSchema(table string, cols []Column, key []string, routing string) (*Sche
 		arrow.Field{Name: proto.ColCommitTime, Type: commitTimeType},
 		arrow.Field{Name: proto.ColUnchanged, Type: unchangedType, Nullable: true},
 	)
-	md := arrow.NewMetadata(
-		[]string{proto.MetaTable, proto.MetaPrimaryKey, proto.MetaRouting},
-		[]string{table, strings.Join(key, ","), routing})
+	md := proto.SchemaMetadata(table, key, routing)
 	s.Arrow = arrow.NewSchema(fields, &md)
 	s.Fingerprint = arrowcodec.Fingerprint(s.Arrow)
 	return s, nil
