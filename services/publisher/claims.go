@@ -218,7 +218,10 @@ func (g *claimGC) referencedFloor(ctx context.Context) (proto.Position, error) {
 				} else if err != nil {
 					return floor, fmt.Errorf("reading %s/%d: %w", name, q, err)
 				}
-				p = g.lowestClaim(ctx, name, m)
+				if p, err = g.lowestClaim(ctx, name, m); err != nil {
+					// Nothing of this pass is kept: the next reads it again.
+					return floor, err
+				}
 			}
 			now[q] = p
 			if p.Less(floor) {
@@ -232,48 +235,60 @@ func (g *claimGC) referencedFloor(ctx context.Context) (proto.Position, error) {
 
 // lowestClaim is the lowest position of a row of m's body that carries
 // claims: noClaims when it carries none, the zero position (holding every
-// claim) when its body cannot be read, so a message that might be replayed
-// never loses a claim to a decoding gap here.
-func (g *claimGC) lowestClaim(ctx context.Context, stream string, m *jetstream.RawStreamMsg) proto.Position {
+// claim) when its body cannot be decoded, so a message that might be
+// replayed never loses a claim to a decoding gap here. A dead letter whose
+// body was omitted is read through its original; only an original that is
+// gone (its stream or message not found) refers to nothing. Any other
+// failure to read it is an error, never "no claims": the result is kept
+// for the message's life (refs), and a transient error taken for "none"
+// would let every claim it holds be deleted.
+func (g *claimGC) lowestClaim(ctx context.Context, stream string, m *jetstream.RawStreamMsg) (proto.Position, error) {
 	body := m.Data
 	if m.Header.Get(natsx.HeaderBodyOmitted) != "" {
 		// The dead letter names its original instead; once that is gone a
 		// replay fails ("the body … is gone"): it can read no claim.
 		origStream, origSeq := m.Header.Get(proto.HeaderOrigStream), m.Header.Get(proto.HeaderOrigSeq)
 		seq, _ := strconv.ParseUint(origSeq, 10, 64)
+		if origStream == "" || seq == 0 {
+			return noClaims, nil
+		}
 		orig, err := g.js.Stream(ctx, origStream)
-		if err != nil || seq == 0 {
-			return noClaims
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return noClaims, nil
+		} else if err != nil {
+			return proto.Position{}, fmt.Errorf("reading the original of %s/%d (%s/%d): %w", stream, m.Sequence, origStream, seq, err)
 		}
 		om, err := orig.GetMsg(ctx, seq)
-		if err != nil {
-			return noClaims
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return noClaims, nil
+		} else if err != nil {
+			return proto.Position{}, fmt.Errorf("reading the original of %s/%d (%s/%d): %w", stream, m.Sequence, origStream, seq, err)
 		}
 		body = om.Data
 	}
 	if len(body) == 0 {
-		return noClaims
+		return noClaims, nil
 	}
 	rec, err := arrowcodec.Decode(body, nil)
 	if err != nil {
 		g.log.Warn("claim collection: a message it cannot decode holds every claim until it is replayed or purged",
 			"stream", stream, "seq", m.Sequence, "err", err)
-		return proto.Position{}
+		return proto.Position{}, nil
 	}
 	defer rec.Release()
 	sc := rec.Schema()
 	ci, li, si := sc.FieldIndices(proto.ColClaims), sc.FieldIndices(proto.ColLSN), sc.FieldIndices(proto.ColSeq)
 	if len(ci) == 0 {
-		return noClaims
+		return noClaims, nil
 	}
 	claims, ok1 := rec.Column(ci[0]).(*array.List)
 	if len(li) == 0 || len(si) == 0 || !ok1 {
-		return proto.Position{}
+		return proto.Position{}, nil
 	}
 	lsn, ok2 := rec.Column(li[0]).(*array.Uint64)
 	seq, ok3 := rec.Column(si[0]).(*array.Uint64)
 	if !ok2 || !ok3 {
-		return proto.Position{}
+		return proto.Position{}, nil
 	}
 	low := noClaims
 	for i := 0; i < int(rec.NumRows()); i++ {
@@ -287,7 +302,7 @@ func (g *claimGC) lowestClaim(ctx context.Context, stream string, m *jetstream.R
 			low = p
 		}
 	}
-	return low
+	return low, nil
 }
 
 // collectClaims runs a claim pass of p's lifecycle at now, against the
