@@ -119,8 +119,13 @@ type Catalog struct {
 	URL      string `yaml:"url" secret:"password"` // embedded | clickhouse://host:9000/db | http://host:8123/db
 	User     string `yaml:"user" secret:"env"`
 	Password string `yaml:"password" secret:"env"`
-	TLSCA    string `yaml:"tls_ca"`
-	Prefix   string `yaml:"prefix"` // table name prefix, default "sluice"
+	// PasswordFile names a file holding the password (surrounding white
+	// space ignored) when SLUICE_CATALOG_PASSWORD is not set: the file
+	// `sluice catalog serve` generates (<data_dir>/catalog_password), for
+	// the processes it serves.
+	PasswordFile string `yaml:"password_file"`
+	TLSCA        string `yaml:"tls_ca"`
+	Prefix       string `yaml:"prefix"` // table name prefix, default "sluice"
 	// InsecureNoTLS lets sluice send the pack store's S3 keys (inside the
 	// s3() table functions of its indexing statements) to a ClickHouse
 	// server over a connection without TLS on a non-loopback host; without

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-cdc/sluice/shared/secret"
 )
 
 // readTokenFile fills http.token from http.token_file when the environment
@@ -22,6 +24,20 @@ func (c *Config) readTokenFile() error {
 	if c.HTTP.Token == "" {
 		return bad("http.token_file", "%s is empty", c.HTTP.TokenFile)
 	}
+	return nil
+}
+
+// readCatalogPasswordFile fills catalog.password from catalog.password_file
+// when the environment gave no password.
+func (c *Config) readCatalogPasswordFile() error {
+	if c.Catalog.PasswordFile == "" || c.Catalog.Password != "" {
+		return nil
+	}
+	pw, err := secret.Read(c.Catalog.PasswordFile)
+	if err != nil {
+		return bad("catalog.password_file", "reading the password: %v", err)
+	}
+	c.Catalog.Password = pw
 	return nil
 }
 
