@@ -198,7 +198,8 @@ func CSVCells(r json.RawMessage) (keys []string, vals []string, err error) {
 // (OWASP "CSV injection"): a cell that starts with =, +, -, @, a tab or a
 // carriage return gets a single quote in front ('=1+1), which spreadsheets
 // take as "this is text". So that this stays reversible, a cell that
-// already starts with a single quote gets one more ('x becomes ”x):
+// already starts with a single quote gets one more (a cell 'x is
+// written with two quotes before the x):
 // UnsafeCSVCell (drop one leading quote of any cell that has one) gives
 // back the value exactly. Only cells that start with one of those seven
 // characters change; a negative number's cell (-5) does too, as text.
