@@ -16,6 +16,12 @@ const FileMode os.FileMode = 0o600
 // DirMode is the mode of the directories sluice creates for its data.
 const DirMode os.FileMode = 0o700
 
+// DataDirMode is the mode of data_dir itself: its owner's, but others may
+// traverse it (not list or read it), because the demo Postgres of `sluice
+// dev`, run as the postgres user when sluice runs as root, has its own
+// directory below it. Everything in it is DirMode or FileMode.
+const DataDirMode os.FileMode = 0o711
+
 // ErrEmpty is returned for a secret file that holds only white space.
 var ErrEmpty = errors.New("secret file is empty")
 
@@ -110,6 +116,25 @@ func PrivateDir(dir string) error {
 	if fi.Mode().Perm()&0o077 != 0 && ownedBySelf(fi) {
 		if err := os.Chmod(dir, fi.Mode().Perm()&^0o077); err != nil {
 			return fmt.Errorf("restricting %s to its owner: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// DataDir creates data_dir with DataDirMode when missing and, when this
+// process owns an existing one, takes every permission but traversal off
+// group and others.
+func DataDir(dir string) error {
+	if err := os.MkdirAll(dir, DataDirMode); err != nil {
+		return fmt.Errorf("creating data_dir %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o066 != 0 && ownedBySelf(fi) {
+		if err := os.Chmod(dir, fi.Mode().Perm()&^0o066); err != nil {
+			return fmt.Errorf("restricting data_dir %s to its owner: %w", dir, err)
 		}
 	}
 	return nil

@@ -84,3 +84,24 @@ func TestPrivateDir(t *testing.T) {
 		t.Fatalf("mode %04o", fi.Mode().Perm())
 	}
 }
+
+// TestDataDir: data_dir is created 0711 and an existing 0775 one loses
+// every group and other permission but traversal.
+func TestDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new")
+	if err := DataDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != DataDirMode {
+		t.Fatalf("new data_dir: mode %04o", fi.Mode().Perm())
+	}
+	if err := os.Chmod(dir, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := DataDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != DataDirMode {
+		t.Fatalf("narrowed data_dir: mode %04o", fi.Mode().Perm())
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"strings"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/httpx"
 	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/secret"
 	"github.com/sluice-cdc/sluice/shared/state"
 	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
@@ -84,8 +84,8 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 	}
 	s.closers = append(s.closers, shutdown)
 
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating data_dir: %w", err)
+	if err := secret.DataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	url, predecessor := "", ""
 	if cfg.NATS.URL == "embedded" {

@@ -91,7 +91,7 @@ func serveCatalog(cmd *cobra.Command, cfg config.Catalog, dataDir, listen string
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", listen, err)
 	}
-	if err := secret.PrivateDir(dataDir); err != nil {
+	if err := secret.DataDir(dataDir); err != nil {
 		_ = ln.Close()
 		return err
 	}

@@ -81,7 +81,7 @@ func TestCatalogServeGeneratesCredentials(t *testing.T) {
 			t.Fatalf("restart %d: password %v, changed: %v", run, err, first != "" && pw != first)
 		}
 		first = pw
-		if di, _ := os.Stat(dataDir); di.Mode().Perm() != secret.DirMode {
+		if di, _ := os.Stat(dataDir); di.Mode().Perm()&^secret.DataDirMode != 0 {
 			t.Fatalf("data dir mode %04o", di.Mode().Perm())
 		}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-cdc/sluice/services/sluice/internal/demo"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/pgcluster"
+	"github.com/sluice-cdc/sluice/shared/secret"
 	"github.com/sluice-cdc/sluice/shared/stack"
 )
 
@@ -139,8 +140,8 @@ func startDemo(ctx context.Context, cfg *config.Config) (*pgcluster.Cluster, err
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating data_dir: %w", err)
+	if err := secret.DataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "no source.dsn: starting a private Postgres for the demo under %s\n", dir)
 	// Owned: a server left running by a crashed `sluice dev` (its owner
