@@ -100,6 +100,10 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 		}
 		s.closers = append(s.closers, func(context.Context) error { return lock.release() })
 		predecessor = pred
+		if err := embeddedAuth(&cfg); err != nil {
+			return nil, err
+		}
+		s.Cfg = cfg // the services of this process connect with the token
 		ns, err := startEmbeddedNATS(cfg, s.Log)
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
