@@ -135,6 +135,10 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	return runErr
 }
 
+// DemoPasswordFile holds the password of the demo Postgres of `sluice
+// dev` (user postgres): <data_dir>/pg_password, 0600.
+func DemoPasswordFile(dataDir string) string { return filepath.Join(dataDir, "pg_password") }
+
 func startDemo(ctx context.Context, cfg *config.Config) (*pgcluster.Cluster, error) {
 	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "pg"))
 	if err != nil {
@@ -147,7 +151,14 @@ func startDemo(ctx context.Context, cfg *config.Config) (*pgcluster.Cluster, err
 	// Owned: a server left running by a crashed `sluice dev` (its owner
 	// gone) is stopped and started afresh; one whose owner still runs is
 	// refused rather than shared.
-	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Owned: true})
+	// The demo's superuser has a password (generated on first start,
+	// <data_dir>/pg_password, 0600): loopback is every local user's, and the
+	// database holds every tenant. The services get it in cfg.Source.DSN.
+	pw, _, err := secret.ReadOrCreate(DemoPasswordFile(cfg.DataDir))
+	if err != nil {
+		return nil, fmt.Errorf("reading the demo Postgres password: %w", err)
+	}
+	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Owned: true, Password: pw})
 	if errors.Is(err, pgcluster.ErrOwned) {
 		return nil, &exitError{2, fmt.Errorf("starting the demo Postgres: %w (is another sluice dev running on data_dir %s?)", err, cfg.DataDir)}
 	}
