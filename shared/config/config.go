@@ -289,8 +289,8 @@ type Telemetry struct {
 	// omit (nothing). It covers sluice.destination and the destination
 	// inside subjects and message ids.
 	DestinationNames string `yaml:"destination_names"`
-	LogLevel     string `yaml:"log_level"`
-	LogFormat    string `yaml:"log_format"` // auto (text on a terminal, JSON otherwise) | json | text
+	LogLevel         string `yaml:"log_level"`
+	LogFormat        string `yaml:"log_format"` // auto (text on a terminal, JSON otherwise) | json | text
 	// JaegerUI is the base URL of Jaeger's UI and query API (e.g.
 	// http://127.0.0.1:16686); `sluice trace` reads spans from it and the
 	// start-up summary prints it; the web UI links a destination's pack
