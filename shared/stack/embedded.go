@@ -47,6 +47,11 @@ func startEmbeddedNATS(cfg config.Config, log *slog.Logger) (*server.Server, err
 	if err != nil {
 		return nil, fmt.Errorf("reading nats.listen: %w", err)
 	}
+	// The store is every tenant's changes: the owner's alone (the server
+	// would make it 0750).
+	if err := secret.PrivateDir(filepath.Join(cfg.DataDir, "nats")); err != nil {
+		return nil, err
+	}
 	opts := natsx.EmbeddedOptions{
 		StoreDir:   filepath.Join(cfg.DataDir, "nats"),
 		Host:       host,

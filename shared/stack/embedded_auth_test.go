@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -33,6 +34,9 @@ func TestEmbeddedNATSGeneratedToken(t *testing.T) {
 		if nc, err := nats.Connect(url); err == nil {
 			nc.Close()
 			t.Fatal("a client without the token connected to the embedded server")
+		}
+		if di, err := os.Stat(filepath.Join(cfg.DataDir, "nats")); err != nil || di.Mode().Perm() != secret.DirMode {
+			t.Fatalf("NATS store directory: %v %v", di, err)
 		}
 		fi, err := os.Stat(NATSTokenFile(cfg.DataDir))
 		if err != nil || fi.Mode().Perm() != secret.FileMode {
