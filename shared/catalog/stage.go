@@ -73,7 +73,7 @@ func (c *Catalog) stagingDir() string {
 // file under dir and returns the INSERT reading it and the file's path,
 // which the caller removes after the INSERT.
 func (p insertPlan) stagedSQL(dir, storeID string, packs []PackRef) (query, path string, err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", fmt.Errorf("creating staging directory: %w", err)
 	}
 	f, err := os.CreateTemp(dir, "stage-*.arrow")

@@ -80,6 +80,10 @@ type NATS struct {
 	TLSCA    string `yaml:"tls_ca"`
 	TLSCert  string `yaml:"tls_cert"`
 	TLSKey   string `yaml:"tls_key"`
+	// InsecureNoTLS lets sluice send a NATS password or token to a server
+	// off loopback over a connection without TLS (nats:// without
+	// nats.tls_ca or tls_cert); without it that is refused.
+	InsecureNoTLS bool `yaml:"insecure_no_tls"`
 	// Replicas of every stream: 1 embedded, 3 on a cluster.
 	Replicas int `yaml:"replicas"`
 	// MaxPayload is the largest message sluice publishes; batches are cut to
@@ -119,12 +123,18 @@ type Catalog struct {
 	URL      string `yaml:"url" secret:"password"` // embedded | clickhouse://host:9000/db | http://host:8123/db
 	User     string `yaml:"user" secret:"env"`
 	Password string `yaml:"password" secret:"env"`
-	TLSCA    string `yaml:"tls_ca"`
-	Prefix   string `yaml:"prefix"` // table name prefix, default "sluice"
-	// InsecureNoTLS lets sluice send the pack store's S3 keys (inside the
-	// s3() table functions of its indexing statements) to a ClickHouse
-	// server over a connection without TLS on a non-loopback host; without
-	// it such a configuration is refused.
+	// PasswordFile names a file holding the password (surrounding white
+	// space ignored) when SLUICE_CATALOG_PASSWORD is not set: the file
+	// `sluice catalog serve` generates (<data_dir>/catalog_password), for
+	// the processes it serves.
+	PasswordFile string `yaml:"password_file"`
+	TLSCA        string `yaml:"tls_ca"`
+	Prefix       string `yaml:"prefix"` // table name prefix, default "sluice"
+	// InsecureNoTLS lets sluice send its credentials (catalog.password,
+	// and the pack store's S3 keys inside the s3() table functions of its
+	// indexing statements) to a ClickHouse server over a connection without
+	// TLS on a non-loopback host; without it such a configuration is
+	// refused.
 	InsecureNoTLS bool `yaml:"insecure_no_tls"`
 	// Cluster, when set, names the ClickHouse cluster (remote_servers) the
 	// catalog's DDL runs ON CLUSTER, with Replicated*MergeTree engines
@@ -265,8 +275,22 @@ type HTTP struct {
 // Telemetry is logs, traces and metrics.
 type Telemetry struct {
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
-	LogLevel     string `yaml:"log_level"`
-	LogFormat    string `yaml:"log_format"` // auto (text on a terminal, JSON otherwise) | json | text
+	// OTLPTLS sends traces over TLS (the system's CAs, or OTLPTLSCA);
+	// without it they go in plaintext, logged at start for an endpoint off
+	// loopback (spans carry destination names unless DestinationNames
+	// says otherwise).
+	OTLPTLS bool `yaml:"otlp_tls"`
+	// OTLPTLSCA is a PEM bundle of the CAs that sign the collector's
+	// certificate; setting it implies OTLPTLS.
+	OTLPTLSCA string `yaml:"otlp_tls_ca"`
+	// DestinationNames is what exported spans say of a destination (a
+	// tenant): plain (its name, the default), hash (a stable pseudonym,
+	// telemetry.HashDestination; `sluice trace` hashes the same way) or
+	// omit (nothing). It covers sluice.destination and the destination
+	// inside subjects and message ids.
+	DestinationNames string `yaml:"destination_names"`
+	LogLevel         string `yaml:"log_level"`
+	LogFormat        string `yaml:"log_format"` // auto (text on a terminal, JSON otherwise) | json | text
 	// JaegerUI is the base URL of Jaeger's UI and query API (e.g.
 	// http://127.0.0.1:16686); `sluice trace` reads spans from it and the
 	// start-up summary prints it; the web UI links a destination's pack
@@ -337,7 +361,7 @@ func Default() Config {
 		},
 		Publisher: Publisher{Interval: time.Second, LeaseTTL: 10 * time.Second},
 		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
-		Telemetry: Telemetry{LogLevel: "info", LogFormat: "auto"},
+		Telemetry: Telemetry{LogLevel: "info", LogFormat: "auto", DestinationNames: "plain"},
 		Demo:      Demo{Tenants: 300, Rate: 20},
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,47 @@ func TestEffectiveClaimsGrace(t *testing.T) {
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("a max_age above the grace is accepted: %v", err)
+	}
+}
+
+// TestDSNPasswordOnlyFromEnv: a password anywhere in a config-file DSN or
+// URL (user info, ?password=, ?sslpassword= in any case, a key/value DSN's
+// password=) is refused, naming the environment variable to use and never
+// echoing it; the same DSNs from the environment load (negative control),
+// and a DSN without a password loads from the file.
+func TestDSNPasswordOnlyFromEnv(t *testing.T) {
+	for _, tc := range []struct{ key, yaml, env, dsn string }{
+		{"source.dsn", "source:\n  tables: [public.t]\n  dsn: ", "SLUICE_SOURCE_DSN", "postgres://app@h/db?password=hunter2"},
+		{"source.dsn", "source:\n  tables: [public.t]\n  dsn: ", "SLUICE_SOURCE_DSN", "postgres://app@h/db?sslmode=require&PassWord=hunter2"},
+		{"source.dsn", "source:\n  tables: [public.t]\n  dsn: ", "SLUICE_SOURCE_DSN", "postgres://app@h/db?sslpassword=hunter2"},
+		{"source.dsn", "source:\n  tables: [public.t]\n  dsn: ", "SLUICE_SOURCE_DSN", "'host=h user=app password=hunter2 dbname=db'"},
+		{"state.dsn", "state:\n  dsn: ", "SLUICE_STATE_DSN", "postgresql://app@h/db?password=hunter2"},
+		{"catalog.url", "catalog:\n  url: ", "SLUICE_CATALOG_PASSWORD", "clickhouse://ch:9000/db?username=u&password=hunter2"},
+		{"catalog.url", "catalog:\n  url: ", "SLUICE_CATALOG_PASSWORD", "http://ch:8123/db?password=hunter2"},
+	} {
+		_, err := Parse([]byte(tc.yaml + tc.dsn))
+		if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), tc.env) {
+			t.Errorf("%s in the file: %v, want refused naming %s and %s", tc.dsn, err, tc.key, tc.env)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error leaks the password: %v", tc.dsn, err)
+		}
+		if strings.HasPrefix(tc.dsn, "'") {
+			continue // a key/value DSN is refused from anywhere (want a URL), but never for its password
+		}
+		// Negative control: from the environment the same DSN is accepted.
+		dir := t.TempDir()
+		path := dir + "/sluice.yaml"
+		if err := os.WriteFile(path, []byte("source:\n  tables: [public.t]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		envKey := map[string]string{"source.dsn": "SLUICE_SOURCE_DSN", "state.dsn": "SLUICE_STATE_DSN", "catalog.url": "SLUICE_CATALOG_URL"}[tc.key]
+		t.Setenv(envKey, strings.Trim(tc.dsn, "'"))
+		if _, err := Load(path, false); err != nil {
+			t.Errorf("%s from %s: %v", tc.dsn, envKey, err)
+		}
+		os.Unsetenv(envKey)
+	}
+	if _, err := Parse([]byte("source:\n  tables: [public.t]\n  dsn: postgres://app@h/db?sslmode=require")); err != nil {
+		t.Fatalf("a DSN without a password: %v", err)
 	}
 }

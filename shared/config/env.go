@@ -190,14 +190,37 @@ func checkSecretsInFile(text []byte) error {
 				return bad(f.key, "credentials are accepted only from the environment: set %s instead", f.env)
 			}
 		case "password":
-			if s := f.v.String(); s != "" {
-				if u, err := url.Parse(s); err == nil && u.User != nil {
-					if _, has := u.User.Password(); has {
-						return bad(f.key, "a password in the config file is refused: set %s (or PGPASSWORD) in the environment instead", f.env)
-					}
+			if s := f.v.String(); s != "" && dsnHasPassword(s) {
+				if f.key == "catalog.url" {
+					return bad(f.key, "a password in the config file is refused: set SLUICE_CATALOG_PASSWORD (or catalog.password_file), or the whole URL in %s, in the environment instead", f.env)
 				}
+				return bad(f.key, "a password in the config file is refused: set %s (or PGPASSWORD) in the environment instead", f.env)
 			}
 		}
 	}
 	return nil
+}
+
+// passwordKey matches a password setting of a key/value Postgres DSN
+// ("host=h password=x", sslpassword too).
+var passwordKey = regexp.MustCompile(`(?i)(^|\s)(ssl)?password\s*=`)
+
+// dsnHasPassword reports whether a DSN or URL carries a password: in its
+// user info (user:pw@), as a query parameter (?password=, ?sslpassword=,
+// any case), or as a key of a key/value DSN.
+func dsnHasPassword(s string) bool {
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" {
+		if u.User != nil {
+			if _, has := u.User.Password(); has {
+				return true
+			}
+		}
+		for k := range u.Query() {
+			if k := strings.ToLower(k); k == "password" || k == "sslpassword" {
+				return true
+			}
+		}
+		return false
+	}
+	return passwordKey.MatchString(s)
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-cdc/sluice/shared/secret"
 )
 
 // readTokenFile fills http.token from http.token_file when the environment
@@ -25,6 +27,20 @@ func (c *Config) readTokenFile() error {
 	return nil
 }
 
+// readCatalogPasswordFile fills catalog.password from catalog.password_file
+// when the environment gave no password.
+func (c *Config) readCatalogPasswordFile() error {
+	if c.Catalog.PasswordFile == "" || c.Catalog.Password != "" {
+		return nil
+	}
+	pw, err := secret.Read(c.Catalog.PasswordFile)
+	if err != nil {
+		return bad("catalog.password_file", "reading the password: %v", err)
+	}
+	c.Catalog.Password = pw
+	return nil
+}
+
 // checkExposure refuses what would expose data by default: an API reachable
 // from other hosts without a token, and S3 keys sent in plaintext SQL to a
 // remote ClickHouse server.
@@ -37,6 +53,14 @@ func (c *Config) checkExposure() error {
 	}
 	if c.Packs.TLSCA != "" && !strings.HasPrefix(c.Packs.Endpoint, "https://") {
 		return bad("packs.tls_ca", "is set but packs.endpoint %q is not https://", c.Packs.Endpoint)
+	}
+	if c.Catalog.URL != "embedded" && c.Catalog.Password != "" && !c.Catalog.InsecureNoTLS {
+		if host, tls := catalogLink(c.Catalog); !tls && !loopbackHost(host) {
+			return bad("catalog.url", "the catalog password would cross the network to %s in plaintext (ClickHouse sends it as is): use https:// or clickhouse://…?secure=true (catalog.tls_ca for a private CA), or set catalog.insecure_no_tls: true", host)
+		}
+	}
+	if err := c.checkNATSTLS(); err != nil {
+		return err
 	}
 	if strings.HasPrefix(c.Packs.URL, "s3://") && c.Packs.AccessKey != "" && c.Catalog.URL != "embedded" && !c.Catalog.InsecureNoTLS {
 		if host, tls := catalogLink(c.Catalog); !tls && !loopbackHost(host) {
@@ -78,6 +102,43 @@ func (c *Config) checkNATSExposure() error {
 		return bad("nats.monitor", "%s is reachable from other hosts and NATS monitoring has no auth: monitor on 127.0.0.1, or set nats.insecure_no_auth: true", c.NATS.Monitor)
 	}
 	return nil
+}
+
+// checkNATSTLS refuses a NATS password or token sent to a server off
+// loopback without TLS, unless nats.insecure_no_tls. (A creds file signs a
+// challenge: no secret crosses the link.)
+func (c *Config) checkNATSTLS() error {
+	if c.NATS.URL == "embedded" || c.NATS.InsecureNoTLS || (c.NATS.Password == "" && c.NATS.Token == "") {
+		return nil
+	}
+	if c.NATS.TLSCA != "" || c.NATS.TLSCert != "" {
+		return nil
+	}
+	for _, raw := range strings.Split(c.NATS.URL, ",") {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil || u.Scheme == "tls" || u.Scheme == "wss" || loopbackHost(u.Hostname()) {
+			continue
+		}
+		return bad("nats.url", "the NATS password or token would cross the network to %s in plaintext: use tls:// (nats.tls_ca for a private CA), or set nats.insecure_no_tls: true", u.Host)
+	}
+	return nil
+}
+
+// PlaintextPostgres names the host of a DSN that reaches Postgres off
+// loopback without requiring TLS (sslmode other than require, verify-ca or
+// verify-full), or "" — what stack warns about at start: the rows, and
+// with Postgres's "password" auth method the password, cross the network
+// readable.
+func PlaintextPostgres(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Hostname() == "" || loopbackHost(u.Hostname()) || strings.HasPrefix(u.Hostname(), "/") {
+		return ""
+	}
+	switch u.Query().Get("sslmode") {
+	case "require", "verify-ca", "verify-full":
+		return ""
+	}
+	return u.Hostname()
 }
 
 // catalogLink returns the catalog server's host and whether sluice reaches

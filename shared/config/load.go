@@ -32,6 +32,9 @@ func Load(path string, allowMissing bool) (Config, error) {
 	if err := cfg.readTokenFile(); err != nil {
 		return Config{}, err
 	}
+	if err := cfg.readCatalogPasswordFile(); err != nil {
+		return Config{}, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}

@@ -174,6 +174,11 @@ func (c *Config) Validate() error {
 	default:
 		return bad("telemetry.log_level", "%q: want debug, info, warn or error", c.Telemetry.LogLevel)
 	}
+	switch c.Telemetry.DestinationNames {
+	case "plain", "hash", "omit":
+	default:
+		return bad("telemetry.destination_names", "%q: want plain, hash or omit", c.Telemetry.DestinationNames)
+	}
 	switch c.Telemetry.LogFormat {
 	case "auto", "json", "text":
 	default:

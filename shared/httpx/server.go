@@ -31,6 +31,7 @@ type Server struct {
 	listen   string
 	token    string
 	insecure bool // serve off loopback without a token (http.insecure_no_auth)
+	timeouts Timeouts
 	log      *slog.Logger
 	mux      *http.ServeMux
 
@@ -50,6 +51,9 @@ type Option func(*Server)
 // it, such a server refuses to start.
 func InsecureNoAuth(on bool) Option { return func(s *Server) { s.insecure = on } }
 
+// WithTimeouts replaces APITimeouts (tests use short ones).
+func WithTimeouts(t Timeouts) Option { return func(s *Server) { s.timeouts = t } }
+
 // New returns a server that will listen on listen (host:port, port may be
 // 0). token, when non-empty, is required as a bearer token on every path but
 // /healthz and /readyz. Without a token the server binds only a loopback
@@ -63,7 +67,7 @@ func New(listen, token string, reg *prometheus.Registry, log *slog.Logger, opts 
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &Server{listen: listen, token: token, log: log, mux: http.NewServeMux()}
+	s := &Server{listen: listen, token: token, log: log, mux: http.NewServeMux(), timeouts: APITimeouts}
 	for _, o := range opts {
 		o(s)
 	}
@@ -149,12 +153,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.bind(); err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	srv := NewHTTPServer(s.Handler(), s.timeouts, s.log)
+	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(s.ln) }()
 	s.log.Info("http server listening", "addr", s.ln.Addr().String())

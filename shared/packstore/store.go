@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/sluice-cdc/sluice/shared/secret"
 )
 
 // Store is where packs live. Paths are store-relative, "/"-separated and
@@ -74,7 +76,9 @@ func OpenDir(dir, storeID string) (*DirStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening pack directory %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	// Packs are every tenant's rows: the owner's alone (secret.PrivateDir:
+	// 0700, an existing open one narrowed); files 0600 (writeFile).
+	if err := secret.PrivateDir(abs); err != nil {
 		return nil, fmt.Errorf("opening pack directory %s: %w", abs, err)
 	}
 	return &DirStore{root: abs, id: storeID, fsyncEach: !syncfsReliable}, nil
@@ -356,7 +360,7 @@ func (d *DirStore) mkdirs(dir string) ([]string, error) {
 	if len(created) == 0 {
 		return nil, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, secret.DirMode); err != nil {
 		return nil, err
 	}
 	return created, nil
@@ -376,7 +380,7 @@ func (d *DirStore) mkdirDurable(dir string) error {
 	if len(created) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, secret.DirMode); err != nil {
 		return err
 	}
 	for _, p := range created {
@@ -399,7 +403,7 @@ func writeSync(path string, data []byte) error { return writeFile(path, data, tr
 
 // writeFile creates path with data, fsynced when sync is set.
 func writeFile(path string, data []byte, sync bool) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, secret.FileMode)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -49,6 +50,10 @@ type Options struct {
 	// of BinDir() (a test of another server version; BinDirAtLeast picks
 	// one of a given major or newer).
 	BinDir string
+	// Password, when set, is required of the postgres role over TCP
+	// (scram-sha-256; the unix socket in Dir stays trust) and carried by
+	// DSN; a cluster initialized without one gets it on this start.
+	Password string
 }
 
 // Cluster is a private Postgres cluster. Its methods are safe for concurrent
@@ -63,6 +68,8 @@ type Cluster struct {
 	port int
 
 	stale int // pid of the exited owner whose server Start stopped
+
+	password string // Options.Password
 }
 
 const (
@@ -140,6 +147,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.StartTimeout > 0 {
 		c.timeout = opts.StartTimeout
 	}
+	c.password = opts.Password
 	if err := c.prepareDir(); err != nil {
 		return nil, err
 	}
@@ -167,9 +175,20 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			_ = c2.Stop(context.WithoutCancel(ctx))
 			return nil, err
 		}
+		if err := c2.ensurePassword(ctx, opts.Settings, true); err != nil {
+			_ = c2.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
 		return c2, nil
 	}
-	return c.startOrAdopt(ctx, dir, opts)
+	c2, err := c.startOrAdopt(ctx, dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c2.ensurePassword(ctx, opts.Settings, true); err != nil {
+		return nil, err
+	}
+	return c2, nil
 }
 
 // startOrAdopt starts the server, or adopts the one already running on dir.
@@ -243,9 +262,14 @@ func (c *Cluster) Port() int {
 	return c.port
 }
 
-// DSN returns the URL of database db as the superuser postgres (trust auth).
+// DSN returns the URL of database db as the superuser postgres, with the
+// cluster's password when it has one (else trust auth).
 func (c *Cluster) DSN(db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.Port(), db)
+	u := url.User(pgUser)
+	if c.password != "" {
+		u = url.UserPassword(pgUser, c.password)
+	}
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", u.String(), c.Port(), db)
 }
 
 // Running reports whether the server is up.
@@ -366,7 +390,16 @@ func (c *Cluster) prepareDir() error {
 }
 
 func (c *Cluster) initdb(ctx context.Context, dir string) error {
-	out, err := c.run(ctx, "initdb", "-D", dir, "-U", pgUser, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	args := []string{"-D", dir, "-U", pgUser, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"}
+	if c.password != "" {
+		pw, err := c.pwFile()
+		if err != nil {
+			return err
+		}
+		defer os.Remove(pw)
+		args = append(args, "--pwfile="+pw)
+	}
+	out, err := c.run(ctx, "initdb", args...)
 	if err != nil {
 		return fmt.Errorf("initializing cluster in %s: %w: %s", dir, err, bytes.TrimSpace(out))
 	}
@@ -416,6 +449,20 @@ func (c *Cluster) copyTemplate(ctx context.Context, template string) error {
 }
 
 func (c *Cluster) writeConf(port int, settings map[string]string) error {
+	hba, err := c.writeHBA()
+	if err != nil {
+		return err
+	}
+	if len(hba) > 0 {
+		merged := map[string]string{}
+		for k, v := range settings {
+			merged[k] = v
+		}
+		for k, v := range hba {
+			merged[k] = v
+		}
+		settings = merged
+	}
 	sock := c.dir
 	if len(sock)+len("/.s.PGSQL.65535") > 107 {
 		sock = "" // too long for a unix socket path: TCP only

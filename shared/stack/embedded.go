@@ -11,7 +11,32 @@ import (
 
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/secret"
 )
+
+// NATSTokenFile is where `sluice dev` keeps the token its embedded NATS
+// server requires when no NATS auth is configured: <data_dir>/nats_token,
+// generated on first start, 0600. A client of nats.listen (the nats CLI)
+// reads it from there.
+func NATSTokenFile(dataDir string) string { return filepath.Join(dataDir, "nats_token") }
+
+// embeddedAuth gives the embedded server a token when the config names no
+// NATS auth (and nats.insecure_no_auth is off): loopback is shared by every
+// local user and process, and the stream carries every tenant's changes.
+// The token is read from NATSTokenFile, generated there on first start,
+// and set in cfg, so every in-process client sends it.
+func embeddedAuth(cfg *config.Config) error {
+	n := &cfg.NATS
+	if n.InsecureNoAuth || n.Token != "" || n.User != "" || n.Password != "" || n.Creds != "" {
+		return nil
+	}
+	tok, _, err := secret.ReadOrCreate(NATSTokenFile(cfg.DataDir))
+	if err != nil {
+		return fmt.Errorf("reading the embedded NATS server's token: %w", err)
+	}
+	n.Token = tok
+	return nil
+}
 
 // startEmbeddedNATS starts the embedded server of `sluice dev` on
 // nats.listen, with monitoring on nats.monitor (when set) and the NATS
@@ -21,6 +46,11 @@ func startEmbeddedNATS(cfg config.Config, log *slog.Logger) (*server.Server, err
 	host, port, err := splitListen(cfg.NATS.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("reading nats.listen: %w", err)
+	}
+	// The store is every tenant's changes: the owner's alone (the server
+	// would make it 0750).
+	if err := secret.PrivateDir(filepath.Join(cfg.DataDir, "nats")); err != nil {
+		return nil, err
 	}
 	opts := natsx.EmbeddedOptions{
 		StoreDir:   filepath.Join(cfg.DataDir, "nats"),

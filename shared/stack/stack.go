@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"strings"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/httpx"
 	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
+	"github.com/sluice-cdc/sluice/shared/secret"
 	"github.com/sluice-cdc/sluice/shared/state"
 	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
@@ -84,8 +84,8 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 	}
 	s.closers = append(s.closers, shutdown)
 
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating data_dir: %w", err)
+	if err := secret.DataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	url, predecessor := "", ""
 	if cfg.NATS.URL == "embedded" {
@@ -100,6 +100,10 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 		}
 		s.closers = append(s.closers, func(context.Context) error { return lock.release() })
 		predecessor = pred
+		if err := embeddedAuth(&cfg); err != nil {
+			return nil, err
+		}
+		s.Cfg = cfg // the services of this process connect with the token
 		ns, err := startEmbeddedNATS(cfg, s.Log)
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
@@ -149,6 +153,7 @@ func Open(ctx context.Context, cfg config.Config, service string, needs Needs) (
 		s.closers = append(s.closers, func(context.Context) error { return conn.Close() })
 	}
 	s.HTTP = httpx.New(cfg.HTTP.Listen, cfg.HTTP.Token, s.Registry, s.Log, httpx.InsecureNoAuth(cfg.HTTP.InsecureNoAuth))
+	warnPlaintext(cfg, s.Log)
 	if cfg.Catalog.InsecureNoTLS && strings.HasPrefix(cfg.Packs.URL, "s3://") && cfg.Catalog.URL != "embedded" {
 		s.Log.Warn("catalog.insecure_no_tls is set: the pack store's S3 keys travel in plaintext SQL to the catalog server")
 	}
@@ -251,4 +256,24 @@ func (s *Stack) Serve(ctx context.Context, comps []Component) error {
 	stopHTTP()
 	<-httpDone
 	return runErr
+}
+
+// warnPlaintext logs, once at start, every link off loopback that carries
+// tenant data or credentials without TLS and that the configuration
+// allows (refusals are config's: checkExposure).
+func warnPlaintext(cfg config.Config, log *slog.Logger) {
+	for _, d := range []struct{ key, dsn string }{{"source.dsn", cfg.Source.DSN}, {"state.dsn", cfg.State.DSN}} {
+		if host := config.PlaintextPostgres(d.dsn); host != "" {
+			log.Warn(d.key+" reaches Postgres off loopback without requiring TLS: every tenant's rows (and, with the server's `password` auth method, the password) cross the network readable; add sslmode=verify-full (sslrootcert for a private CA)", "host", host)
+		}
+	}
+	if cfg.Catalog.InsecureNoTLS && cfg.Catalog.Password != "" && cfg.Catalog.URL != "embedded" {
+		log.Warn("catalog.insecure_no_tls is set: the catalog password travels in plaintext to the catalog server")
+	}
+	if cfg.NATS.InsecureNoTLS && (cfg.NATS.Password != "" || cfg.NATS.Token != "") {
+		log.Warn("nats.insecure_no_tls is set: the NATS password or token travels in plaintext")
+	}
+	if e := cfg.Telemetry.OTLPEndpoint; e != "" && !cfg.Telemetry.OTLPTLS && cfg.Telemetry.OTLPTLSCA == "" && !config.LoopbackAddr(e) {
+		log.Warn("traces go to the OTLP collector without TLS (telemetry.otlp_tls): span attributes name destinations (telemetry.destination_names: hash or omit hides them)", "endpoint", e)
+	}
 }

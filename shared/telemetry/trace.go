@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sluice-cdc/sluice/shared/config"
 )
@@ -28,7 +29,8 @@ var (
 
 // Setup installs the global TracerProvider (resource service.name =
 // sluice-<service>; a batch span processor exporting over OTLP gRPC,
-// insecure, to cfg.OTLPEndpoint when it is set) and the W3C TraceContext +
+// in plaintext unless cfg.OTLPTLS or cfg.OTLPTLSCA, to cfg.OTLPEndpoint
+// when it is set, naming destinations as cfg.DestinationNames says) and the W3C TraceContext +
 // Baggage propagator. The returned shutdown flushes and stops the provider.
 //
 // Without an endpoint the spans this process starts are not sampled
@@ -57,9 +59,17 @@ func NewTracerProvider(ctx context.Context, service string, cfg config.Telemetry
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if cfg.OTLPEndpoint != "" {
+		link := otlptracegrpc.WithInsecure()
+		if cfg.OTLPTLS || cfg.OTLPTLSCA != "" {
+			tc, err := tlsConfig(cfg.OTLPTLSCA)
+			if err != nil {
+				return nil, err
+			}
+			link = otlptracegrpc.WithTLSCredentials(credentials.NewTLS(tc))
+		}
 		exp, err := otlptracegrpc.New(ctx,
 			otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint),
-			otlptracegrpc.WithInsecure(),
+			link,
 			otlptracegrpc.WithTimeout(exportTimeout),
 			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{
 				Enabled:         exportRetry,
@@ -71,7 +81,7 @@ func NewTracerProvider(ctx context.Context, service string, cfg config.Telemetry
 		if err != nil {
 			return nil, fmt.Errorf("creating OTLP exporter for %s: %w", cfg.OTLPEndpoint, err)
 		}
-		opts = append(opts, sdktrace.WithBatcher(exp))
+		opts = append(opts, sdktrace.WithBatcher(redactExporter(exp, cfg.DestinationNames)))
 	} else if len(extra) == 0 {
 		opts = append(opts, sdktrace.WithSampler(unrecordedSampler))
 	}

@@ -202,6 +202,9 @@ func NewCluster(dir string, src Source, s Settings, n Counts) (*Cluster, error) 
 	c.Catalog = &Proc{Name: "catalog", Bin: bin, Args: []string{"catalog", "serve", "--listen", catAddr, "--config", catConf}, Dir: dir, Ready: catAddr}
 
 	cfg := config(src, s, c.natsURL, "http://"+catAddr, "file://"+filepath.Join(dir, "packs"), filepath.Join(dir, "data"))
+	// catalog serve generates its password there on start; every service
+	// reads it (catalog.password_file).
+	cfg = strings.Replace(cfg, "catalog:\n", "catalog:\n  password_file: "+filepath.Join(dir, "catalog-host", "catalog_password")+"\n", 1)
 	if err := os.WriteFile(c.Config, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}

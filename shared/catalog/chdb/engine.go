@@ -58,7 +58,7 @@ func acquireEngine(dir string) (*engine, error) {
 		current.refs++
 		return current, nil
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("creating catalog directory %s: %w", abs, err)
 	}
 	argv := []string{"clickhouse", "--path=" + abs}

@@ -44,9 +44,14 @@ type Options struct {
 	// MaxQueryBytes bounds the query text (URL + body); default 16 MiB.
 	MaxQueryBytes int64
 	Log           *slog.Logger
-	// InsecureNoAuth serves without credentials off loopback (and without
-	// the Host check); see CheckListen.
+	// InsecureNoAuth serves without credentials, on a loopback address
+	// only (CheckListen) and still with the Host check; any local user
+	// and process can then read and write the catalog.
 	InsecureNoAuth bool
+	// AuthHint ends the answer to a request with wrong or missing
+	// credentials: where a client finds them (the file catalog serve
+	// generated them into). It names a path, never the secret.
+	AuthHint string
 }
 
 // Handler is the HTTP interface over one chDB engine.
@@ -56,10 +61,13 @@ type Handler struct {
 	entry http.Handler // the Host guard (no credentials) or serveHTTP
 }
 
-// New returns a handler serving eng. Without credentials (and without
-// InsecureNoAuth) it answers only requests that reached a loopback address
-// and name it by a loopback Host (httpx.HostGuard), so a web page cannot
-// reach it by DNS rebinding.
+// New returns a handler serving eng. It refuses every request a web page
+// could send (httpx.NoBrowser: an Origin or Sec-Fetch-Site header, or a
+// form-shaped POST without an X-ClickHouse-* header), with or without
+// credentials, since a browser may add cached Basic credentials to a
+// cross-site request. Without credentials it answers only requests that
+// reached a loopback address and name it by a loopback Host
+// (httpx.HostGuard), so a web page cannot reach it by DNS rebinding.
 func New(eng *chdb.Conn, opts Options) *Handler {
 	if opts.MaxQueryBytes <= 0 {
 		opts.MaxQueryBytes = 16 << 20
@@ -72,28 +80,34 @@ func New(eng *chdb.Conn, opts Options) *Handler {
 	}
 	h := &Handler{eng: eng, opts: opts}
 	h.entry = http.HandlerFunc(h.serveHTTP)
-	if opts.User == "" && !opts.InsecureNoAuth {
+	if opts.User == "" {
 		h.entry = httpx.HostGuard(h.entry)
 	}
+	h.entry = httpx.NoBrowser(h.entry, "X-ClickHouse-", "send the credentials as X-ClickHouse-User and X-ClickHouse-Key headers (as clickhouse-go does)")
 	return h
 }
 
-// CheckListen refuses to serve without credentials (catalog.user and
-// catalog.password, which the catalog's clients send) on an address other
-// hosts can reach, unless insecure; then it logs a warning.
+// ErrInsecureOffLoopback is returned when InsecureNoAuth is asked for on
+// an address other hosts can reach.
+var ErrInsecureOffLoopback = errors.New("refusing to serve the catalog without credentials on a non-loopback address")
+
+// CheckListen is the start-up half of the catalog's access rule: it serves
+// with credentials (catalog.user and catalog.password, which its clients
+// send), or without them only when insecure is asked for and addr is a
+// loopback address; then it logs a warning.
 func CheckListen(addr net.Addr, opts Options) error {
 	switch {
 	case opts.User != "" || opts.Password != "":
 		return nil
-	case opts.InsecureNoAuth:
-		if opts.Log != nil {
-			opts.Log.Warn("serving the catalog without credentials (--insecure-no-auth): anyone who can reach it can write to it", "addr", addr.String())
-		}
-		return nil
-	case httpx.IsLoopback(addr):
-		return nil
+	case !opts.InsecureNoAuth:
+		return fmt.Errorf("%w: the catalog on %s needs credentials: set SLUICE_CATALOG_PASSWORD (and SLUICE_CATALOG_USER; its clients send the same), or let catalog serve generate them", httpx.ErrNoAuth, addr)
+	case !httpx.IsLoopback(addr):
+		return fmt.Errorf("%w: %s is reachable from other hosts; --insecure-no-auth serves only a loopback address (127.0.0.1:PORT): set SLUICE_CATALOG_PASSWORD instead", ErrInsecureOffLoopback, addr)
 	}
-	return fmt.Errorf("%w: the catalog on %s would be reachable from other hosts: set SLUICE_CATALOG_USER and SLUICE_CATALOG_PASSWORD (its clients send the same), listen on 127.0.0.1, or pass --insecure-no-auth", httpx.ErrNoAuth, addr)
+	if opts.Log != nil {
+		opts.Log.Warn("serving the catalog without credentials (--insecure-no-auth): every local user and process can read and write it", "addr", addr.String())
+	}
+	return nil
 }
 
 // Parameters of the HTTP interface that are not query settings.
@@ -290,7 +304,11 @@ func (h *Handler) authenticate(r *http.Request, params map[string][]string) erro
 	}
 	if subtle.ConstantTimeCompare([]byte(user), []byte(h.opts.User)) != 1 ||
 		subtle.ConstantTimeCompare([]byte(pass), []byte(h.opts.Password)) != 1 {
-		return newErr(http.StatusUnauthorized, codeAuthenticationFailed, "%s: Authentication failed: password is incorrect, or there is no user with such name.", user)
+		hint := ""
+		if h.opts.AuthHint != "" {
+			hint = " (" + h.opts.AuthHint + ")"
+		}
+		return newErr(http.StatusUnauthorized, codeAuthenticationFailed, "%s: Authentication failed: password is incorrect, or there is no user with such name.%s", user, hint)
 	}
 	return nil
 }

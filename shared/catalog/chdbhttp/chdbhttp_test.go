@@ -54,7 +54,7 @@ func TestCurlShape(t *testing.T) {
 	if code != 200 || body != "2\tx\n" || hdr.Get("X-ClickHouse-Format") != "TabSeparated" {
 		t.Fatalf("query param: %d %q %v", code, body, hdr)
 	}
-	resp, err := http.Post(base+"/?database="+db+"&default_format=JSONEachRow", "text/plain", strings.NewReader("SELECT currentDatabase() AS d"))
+	resp, err := http.Post(base+"/?database="+db+"&default_format=JSONEachRow", "application/octet-stream", strings.NewReader("SELECT currentDatabase() AS d"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package chdbhttp_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/catalog/chdbhttp"
 	"github.com/sluice-cdc/sluice/shared/chtest"
 	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/httpx"
 )
 
 // TestGetIsReadOnly: a GET runs with readonly = 1, as ClickHouse's HTTP
@@ -77,7 +79,7 @@ func TestGetIsReadOnly(t *testing.T) {
 		t.Fatalf("SHOW TABLES by GET: %d %q", code, body)
 	}
 	// Negative control: the same write by POST writes.
-	resp, err := http.Post(base+"/", "text/plain", strings.NewReader(write))
+	resp, err := http.Post(base+"/", "application/octet-stream", strings.NewReader(write))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,21 +93,26 @@ func TestGetIsReadOnly(t *testing.T) {
 }
 
 // TestCredentialsOffLoopback: the catalog refuses to serve without
-// credentials on an address other hosts can reach (unless insecure); with
-// credentials, a write without them is refused; and without credentials on
-// loopback a request naming another Host (DNS rebinding) is refused.
+// credentials anywhere unless insecure, and insecure only on loopback;
+// with credentials, a write without them is refused; and without
+// credentials on loopback a request naming another Host (DNS rebinding) is
+// refused.
 func TestCredentialsOffLoopback(t *testing.T) {
 	wild := &net.TCPAddr{IP: net.IPv4zero, Port: 8123}
-	if err := chdbhttp.CheckListen(wild, chdbhttp.Options{}); err == nil || !strings.Contains(err.Error(), "SLUICE_CATALOG_PASSWORD") {
-		t.Fatalf("tokenless 0.0.0.0: %v", err)
+	loop := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8123}
+	for _, addr := range []net.Addr{wild, loop} {
+		if err := chdbhttp.CheckListen(addr, chdbhttp.Options{}); !errors.Is(err, httpx.ErrNoAuth) || !strings.Contains(err.Error(), "SLUICE_CATALOG_PASSWORD") {
+			t.Fatalf("no credentials on %s: %v", addr, err)
+		}
+		if err := chdbhttp.CheckListen(addr, chdbhttp.Options{User: "u", Password: "p"}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := chdbhttp.CheckListen(wild, chdbhttp.Options{User: "u", Password: "p"}); err != nil {
-		t.Fatal(err)
+	if err := chdbhttp.CheckListen(wild, chdbhttp.Options{InsecureNoAuth: true}); !errors.Is(err, chdbhttp.ErrInsecureOffLoopback) || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("--insecure-no-auth on 0.0.0.0: %v", err)
 	}
-	if err := chdbhttp.CheckListen(wild, chdbhttp.Options{InsecureNoAuth: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := chdbhttp.CheckListen(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8123}, chdbhttp.Options{}); err != nil {
+	// Negative control: the flag on loopback serves.
+	if err := chdbhttp.CheckListen(loop, chdbhttp.Options{InsecureNoAuth: true}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -119,7 +126,7 @@ func TestCredentialsOffLoopback(t *testing.T) {
 	go func() { done <- chdbhttp.Serve(ctx, ln, chdbhttp.New(e, chdbhttp.Options{User: "u", Password: "p"})) }()
 	defer func() { cancel(); <-done }()
 	base := "http://" + ln.Addr().String()
-	resp, err := http.Post(base+"/", "text/plain", strings.NewReader("CREATE DATABASE IF NOT EXISTS nope"))
+	resp, err := http.Post(base+"/", "application/octet-stream", strings.NewReader("CREATE DATABASE IF NOT EXISTS nope"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,14 @@ what 'sluice read' prints). Every table is read at the same snapshot.`,
 				}
 				tables = tp.Tables
 			}
+			// Each name becomes a path under --out: only a canonical
+			// schema.table may (no separator, no .., nothing absolute),
+			// whatever the server says.
+			for _, t := range tables {
+				if err := proto.ValidateTable(t); err != nil {
+					return fmt.Errorf("the server listed a table this command will not make a file of: %w", err)
+				}
+			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("creating %s: %w", out, err)
 			}
@@ -79,7 +87,10 @@ what 'sluice read' prints). Every table is read at the same snapshot.`,
 				q.Set("table", t)
 				q.Set("format", string(f))
 				label := fmt.Sprintf("%s (%d/%d)", t, i+1, len(tables))
-				path := filepath.Join(out, export.FileName(t, f))
+				path, err := exportPath(out, t, f)
+				if err != nil {
+					return err
+				}
 				rows, size, err := c.exportTable(ctx, q, path, label)
 				if err != nil {
 					return fmt.Errorf("exporting %s: %w", t, err)
@@ -97,6 +108,16 @@ what 'sluice read' prints). Every table is read at the same snapshot.`,
 	_ = cmd.MarkFlagRequired("format")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// exportPath is the file of table t under out, refused unless it is a
+// plain file name directly in out.
+func exportPath(out, t string, f export.Format) (string, error) {
+	name := export.FileName(t, f)
+	if name != filepath.Base(name) || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+		return "", fmt.Errorf("table %q: its file name %q is not a plain name in %s", t, name, out)
+	}
+	return filepath.Join(out, name), nil
 }
 
 // exportTable streams GET /api/v1/export?q into path (through a temporary

@@ -232,7 +232,7 @@ type csvWriter struct {
 }
 
 func (c *csvWriter) row(r json.RawMessage) error {
-	keys, vals, err := export.OrderedCells(r)
+	keys, vals, err := export.CSVCells(r)
 	if err != nil {
 		return err
 	}

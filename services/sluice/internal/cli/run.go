@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-cdc/sluice/services/sluice/internal/demo"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/pgcluster"
+	"github.com/sluice-cdc/sluice/shared/secret"
 	"github.com/sluice-cdc/sluice/shared/stack"
 )
 
@@ -134,19 +135,30 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 	return runErr
 }
 
+// DemoPasswordFile holds the password of the demo Postgres of `sluice
+// dev` (user postgres): <data_dir>/pg_password, 0600.
+func DemoPasswordFile(dataDir string) string { return filepath.Join(dataDir, "pg_password") }
+
 func startDemo(ctx context.Context, cfg *config.Config) (*pgcluster.Cluster, error) {
 	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "pg"))
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating data_dir: %w", err)
+	if err := secret.DataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "no source.dsn: starting a private Postgres for the demo under %s\n", dir)
 	// Owned: a server left running by a crashed `sluice dev` (its owner
 	// gone) is stopped and started afresh; one whose owner still runs is
 	// refused rather than shared.
-	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Owned: true})
+	// The demo's superuser has a password (generated on first start,
+	// <data_dir>/pg_password, 0600): loopback is every local user's, and the
+	// database holds every tenant. The services get it in cfg.Source.DSN.
+	pw, _, err := secret.ReadOrCreate(DemoPasswordFile(cfg.DataDir))
+	if err != nil {
+		return nil, fmt.Errorf("reading the demo Postgres password: %w", err)
+	}
+	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Owned: true, Password: pw})
 	if errors.Is(err, pgcluster.ErrOwned) {
 		return nil, &exitError{2, fmt.Errorf("starting the demo Postgres: %w (is another sluice dev running on data_dir %s?)", err, cfg.DataDir)}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path/filepath"
 	"strings"
 
 	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
@@ -42,6 +43,10 @@ func printSummary(w io.Writer, process string, names []string, cfg config.Config
 		row("metrics", base+"/metrics")
 	}
 	switch {
+	case l.NATS != "" && cfg.NATS.Token == "" && st.Cfg.NATS.Token != "":
+		// The token stack generated (stack.NATSTokenFile); the nats CLI
+		// takes a token as --user.
+		row("NATS", l.NATS+"   (nats stream ls -s "+l.NATS+" --user \"$(cat "+stack.NATSTokenFile(absDir(cfg.DataDir))+")\")")
 	case l.NATS != "":
 		row("NATS", l.NATS+"   (nats stream ls -s "+l.NATS+")")
 	default:
@@ -94,4 +99,11 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+func absDir(d string) string {
+	if a, err := filepath.Abs(d); err == nil {
+		return a
+	}
+	return d
 }

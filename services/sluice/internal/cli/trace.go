@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-cdc/sluice/shared/config"
+	"github.com/sluice-cdc/sluice/shared/telemetry"
 )
 
 func newTraceCmd(g *globalFlags) *cobra.Command {
@@ -42,12 +43,18 @@ spans of the pack it wrote. Spans are read from Jaeger's query API at telemetry.
 					return err
 				}
 			}
-			if jaeger == "" {
-				cfg, err := config.Load(g.config, true)
-				if err != nil {
-					return &exitError{2, fmt.Errorf("finding Jaeger: %w (or pass --jaeger)", err)}
+			// Spans name a destination as telemetry.destination_names says.
+			names := "plain"
+			if cfg, err := config.Load(g.config, true); err == nil {
+				names = cfg.Telemetry.DestinationNames
+				if jaeger == "" {
+					jaeger = cfg.Telemetry.JaegerUI
 				}
-				jaeger = cfg.Telemetry.JaegerUI
+			} else if jaeger == "" {
+				return &exitError{2, fmt.Errorf("finding Jaeger: %w (or pass --jaeger)", err)}
+			}
+			if dest != "" && names == "omit" {
+				return &exitError{2, errors.New("telemetry.destination_names is omit: spans do not name destinations; give --trace ID")}
 			}
 			if jaeger == "" {
 				return &exitError{2, errors.New("no Jaeger to ask: set telemetry.jaeger_ui (SLUICE_TELEMETRY_JAEGER_UI) or pass --jaeger http://host:16686")}
@@ -55,7 +62,7 @@ spans of the pack it wrote. Spans are read from Jaeger's query API at telemetry.
 			j := &jaegerAPI{base: strings.TrimRight(jaeger, "/"), http: &http.Client{Timeout: 30 * time.Second}}
 			ctx := cmd.Context()
 			if dest != "" {
-				id, err := j.latestFlush(ctx, dest, lookback)
+				id, err := j.latestFlush(ctx, telemetry.SpanDestination(names, dest), lookback)
 				if err != nil {
 					return err
 				}

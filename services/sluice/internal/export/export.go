@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sluice-cdc/sluice/proto"
 )
@@ -147,7 +148,7 @@ type csvSink struct {
 
 func (c *csvSink) page(rows []json.RawMessage) error {
 	for _, r := range rows {
-		keys, vals, err := OrderedCells(r)
+		keys, vals, err := CSVCells(r)
 		if err != nil {
 			return err
 		}
@@ -168,7 +169,7 @@ func (c *csvSink) close() error {
 	if !c.header && len(c.cols) > 0 { // an empty table still names its columns
 		names := make([]string, len(c.cols))
 		for i, col := range c.cols {
-			names[i] = col.Name
+			names[i] = SafeCSVCell(col.Name)
 		}
 		if err := c.w.Write(names); err != nil {
 			return err
@@ -178,6 +179,43 @@ func (c *csvSink) close() error {
 	return c.w.Error()
 }
 func (c *csvSink) abort() { c.w.Flush() }
+
+// CSVCells is OrderedCells for a CSV file: every key and cell passes
+// through SafeCSVCell, so a spreadsheet that opens the file never runs a
+// tenant's value as a formula.
+func CSVCells(r json.RawMessage) (keys []string, vals []string, err error) {
+	keys, vals, err = OrderedCells(r)
+	for i := range keys {
+		keys[i] = SafeCSVCell(keys[i])
+	}
+	for i := range vals {
+		vals[i] = SafeCSVCell(vals[i])
+	}
+	return keys, vals, err
+}
+
+// SafeCSVCell neutralizes a CSV cell a spreadsheet would run as a formula
+// (OWASP "CSV injection"): a cell that starts with =, +, -, @, a tab or a
+// carriage return gets a single quote in front ('=1+1), which spreadsheets
+// take as "this is text". So that this stays reversible, a cell that
+// already starts with a single quote gets one more (a cell 'x is
+// written with two quotes before the x):
+// UnsafeCSVCell (drop one leading quote of any cell that has one) gives
+// back the value exactly. Only cells that start with one of those seven
+// characters change; a negative number's cell (-5) does too, as text.
+func SafeCSVCell(s string) string {
+	if s == "" {
+		return s
+	}
+	switch s[0] {
+	case '=', '+', '-', '@', '\t', '\r', '\'':
+		return "'" + s
+	}
+	return s
+}
+
+// UnsafeCSVCell reverses SafeCSVCell.
+func UnsafeCSVCell(s string) string { return strings.TrimPrefix(s, "'") }
 
 // OrderedCells decodes a row (a JSON object) into its keys in order and
 // each value as a CSV cell (Cell).

@@ -359,7 +359,7 @@ func TestExportEqualsRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			for j, cell := range cells {
-				if got := fmt.Sprint(res.Rows[i][j]); got != cell {
+				if got := fmt.Sprint(res.Rows[i][j]); got != export.SafeCSVCell(cell) || export.UnsafeCSVCell(got) != cell {
 					t.Fatalf("csv row %d column %d: %q, read %q", i, j, got, cell)
 				}
 			}
