@@ -50,3 +50,19 @@ func TestCSVInjectionNeutralized(t *testing.T) {
 		}
 	}
 }
+
+// A plain number keeps its sign: a spreadsheet reads -5 as the number, not
+// as a formula, and a CSV of a numeric column stays numbers. A sign before
+// anything else is still neutralized.
+func TestCSVNumbersKeepTheirSign(t *testing.T) {
+	for _, v := range []string{"-5", "+5", "-0.25", "-1e+10", "-2E-3", "-12345678901234567890.5"} {
+		if got := export.SafeCSVCell(v); got != v {
+			t.Errorf("number %q written as %q", v, got)
+		}
+	}
+	for _, v := range []string{"-2+3", "-", "-.5", "-5.", "-1e", "-1e+", "+cmd|' /C calc'!A0", "-5 ", "-0x10"} {
+		if got := export.SafeCSVCell(v); got != "'"+v {
+			t.Errorf("%q written as %q, want it quoted", v, got)
+		}
+	}
+}

@@ -208,10 +208,52 @@ func SafeCSVCell(s string) string {
 		return s
 	}
 	switch s[0] {
-	case '=', '+', '-', '@', '\t', '\r', '\'':
+	case '-', '+':
+		// A plain number (a negative value, an exponent's sign) is no
+		// formula: a spreadsheet reads it as the number it is.
+		if plainNumber(s[1:]) {
+			return s
+		}
+		return "'" + s
+	case '=', '@', '\t', '\r', '\'':
 		return "'" + s
 	}
 	return s
+}
+
+// plainNumber reports whether s is digits with an optional fraction and
+// exponent (what a JSON number is after its sign).
+func plainNumber(s string) bool {
+	digits := func(i int) int {
+		j := i
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		return j
+	}
+	i := digits(0)
+	if i == 0 {
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		j := digits(i + 1)
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := digits(i)
+		if j == i {
+			return false
+		}
+		i = j
+	}
+	return i == len(s)
 }
 
 // UnsafeCSVCell reverses SafeCSVCell.
