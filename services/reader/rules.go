@@ -21,4 +21,8 @@ type rules struct {
 	// session's previous Relation (capture/kinds.go): a type changed before
 	// the table's first change in a session streams under the new kind.
 	noKnownKinds bool
+	// replayAborted replays the changes of a streamed transaction's aborted
+	// subtransactions at its commit (capture/spill.go): a rolled-back
+	// savepoint's rows arrive.
+	replayAborted bool
 }

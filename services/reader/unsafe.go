@@ -30,6 +30,9 @@ const (
 	// session's previous Relation message, not with the kinds the stream
 	// carried before (capture/kinds.go).
 	unsafeNoKnownKindsEnv = "SLUICE_UNSAFE_NO_KNOWN_KINDS"
+	// unsafeReplayAbortedEnv, set to 1, replays the changes of a streamed
+	// transaction's aborted subtransactions at its commit (capture/spill.go).
+	unsafeReplayAbortedEnv = "SLUICE_UNSAFE_REPLAY_ABORTED"
 )
 
 // unsafeRules reads the switches.
@@ -54,6 +57,10 @@ func unsafeRules(log *slog.Logger) rules {
 	if os.Getenv(unsafeNoKnownKindsEnv) == "1" {
 		r.noKnownKinds = true
 		log.Warn(unsafeNoKnownKindsEnv + "=1: a column type changed before a table's first change in a session is not caught, and the table's older rows WILL vanish from reads; for negative-control tests only")
+	}
+	if os.Getenv(unsafeReplayAbortedEnv) == "1" {
+		r.replayAborted = true
+		log.Warn(unsafeReplayAbortedEnv + "=1: the changes of a streamed transaction's rolled-back savepoints WILL be published; for negative-control tests only")
 	}
 	return r
 }
