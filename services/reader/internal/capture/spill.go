@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
+	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 )
 
 // Streamed transactions (protocol 2, docs/adr/0041-streamed-transactions.md).
@@ -332,9 +333,9 @@ func Protocol(want, major int) (int, error) {
 	case want == 0:
 		return 1, nil
 	case want == 2 && major < 14:
-		return 0, fmt.Errorf("%w: source.protocol 2 needs Postgres 14 or later (the server is %d): set source.protocol: 1 or leave it out", ErrReplication, major)
+		return 0, fmt.Errorf("%w: source.protocol 2 needs Postgres 14 or later (the server is %d): set source.protocol: 1 or leave it out", source.ErrInvalidSource, major)
 	case want == 1 || want == 2:
 		return want, nil
 	}
-	return 0, fmt.Errorf("%w: source.protocol %d: want 1 or 2", ErrReplication, want)
+	return 0, fmt.Errorf("%w: source.protocol %d: want 1 or 2", source.ErrInvalidSource, want)
 }
