@@ -28,8 +28,8 @@ import (
 // spill file on local disk, through a small write buffer. Stream Abort of a
 // subtransaction records its xid; of the transaction, deletes the file. At
 // Stream Commit the file is replayed through the transaction path, as
-// Begin(commit LSN) ... changes ... Commit, leaving out the changes of
-// aborted subtransactions. So every batch, claim, TOAST read, resync window
+// Begin(commit LSN) ... changes ... Commit, leaving out what aborted
+// subtransactions sent. So every batch, claim, TOAST read, resync window
 // and generated column is what protocol 1 gives, and memory stays bounded
 // by the write buffer and one message.
 //
@@ -275,11 +275,14 @@ func (s *session) replayFile(ctx context.Context, x *spill) error {
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return fmt.Errorf("%w: reading %s: %w", ErrSpill, x.path, err)
 		}
-		// A Relation message applies whatever subtransaction sent it:
-		// pgoutput sends a relation's schema once per streamed transaction,
-		// so a later change of the table, in the transaction or after it,
-		// relies on it.
-		if _, aborted := x.aborted[xid]; aborted && buf[0] != pgoutput.TypeRelation && !s.o.ReplayAbortedForTest {
+		// Everything an aborted subtransaction sent is left out, its
+		// Relation messages too, as Postgres' own subscriber does (it
+		// truncates its spool at the subtransaction's first message): a
+		// Relation sent there can describe a DDL rolled back with it, and
+		// after any Stream Abort pgoutput forgets the schemas it sent the
+		// transaction and sends them again with its next change of each
+		// table (pgoutput_stream_abort, cleanup_rel_sync_cache).
+		if _, aborted := x.aborted[xid]; aborted && !s.o.ReplayAbortedForTest {
 			continue
 		}
 		if err := s.handle(ctx, buf); err != nil {
