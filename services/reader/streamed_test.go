@@ -472,3 +472,54 @@ func TestStreamedRelationOfRolledBackSavepoint(t *testing.T) {
 		t.Fatalf("%d resyncs queued for a schema change rolled back", n)
 	}
 }
+
+// While a transaction streams, the reader goes on confirming the plain
+// transactions that commit meanwhile, past the streamed one's first
+// changes (what it confirms is prefix-complete over what it published;
+// nothing of the streamed one is). Killed then, the next session still
+// receives the streamed transaction whole: Postgres decodes again from the
+// slot's restart point, which it keeps before the oldest open transaction.
+func TestStreamedConfirmsAroundOpenTransaction(t *testing.T) {
+	e := newEnv(t, "public.items")
+	e.exec(schemaSQL)
+	forceStreaming(t, e)
+	run := e.start(e.newReader("k", nil))
+	waitStreaming(t, run)
+	c := txConn(t, e)
+	txExec(t, c, "BEGIN")
+	txExec(t, c, insertSQL("big", 1, 3000))
+	waitSpilled(t, run, 500<<10, 1)
+	e.exec(`INSERT INTO items VALUES ('plain', 1, 'meanwhile')`)
+	after := currentLSN(t, e.dsn)
+	eventually(t, 30*time.Second, func() error {
+		var confirmed string
+		pgConn, err := pgx.Connect(context.Background(), e.dsn)
+		if err != nil {
+			return err
+		}
+		defer pgConn.Close(context.Background())
+		if err := pgConn.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.cfg.Source.Slot).Scan(&confirmed); err != nil {
+			return err
+		}
+		if l, _ := proto.ParseLSN(confirmed); l < after {
+			return fmt.Errorf("slot confirmed %s, want past the plain commit (%s)", confirmed, after)
+		}
+		return nil
+	})
+	if st := run.r.Status(); st.StreamingTxns != 1 {
+		t.Fatalf("%d streaming transactions, want the open one", st.StreamingTxns)
+	}
+	e.kill(run)
+	txExec(t, c, insertSQL("big", 3001, 4000))
+	txExec(t, c, "COMMIT")
+	run = e.start(e.newReader("k", nil))
+	waitStreaming(t, run)
+	got := byTenant(t, waitMarker(t, e, 1))
+	if len(got["big"]) != 4000 || len(got["plain"]) != 1 {
+		t.Fatalf("big %d rows (want 4000), plain %d (want 1)", len(got["big"]), len(got["plain"]))
+	}
+	checkTx(t, "big", got["big"])
+	if got["plain"][0].pos.LSN >= got["big"][0].pos.LSN {
+		t.Fatalf("the plain transaction at %s, after the streamed one at %s", got["plain"][0].pos, got["big"][0].pos)
+	}
+}
