@@ -10,6 +10,7 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,17 +131,45 @@ func (h *heapSampler) finish() (peakUse, peakLive uint64, samples int) {
 }
 
 // One ~2 GB transaction streams through the reader with its heap under a
-// fixed bound (see bigTxLiveBound): it is published in chunks while it
-// streams, never held whole.
+// fixed bound (see bigTxLiveBound): it is published in chunks, never held
+// whole. It runs under both pgoutput protocols and reports, side by side,
+// how long after its commit the transaction is fully published (every row
+// acked by JetStream in CHANGES) and the reader's peak heap: protocol 1
+// receives nothing before the commit (Postgres spills it on the server and
+// sends it then), protocol 2 receives it while it runs and spills it to the
+// reader's disk (capture/spill.go), so at the commit only the replay from
+// local disk is left.
 func TestBigTransaction(t *testing.T) {
 	dataMB := bigTxSetup(t, 2048)
-	peakUse, peakLive := bigTx(t, dataMB, false)
-	if peakLive > bigTxLiveBound {
-		t.Errorf("peak live heap %d MiB above the bound %d MiB", peakLive>>20, bigTxLiveBound>>20)
+	var res []bigTxResult
+	for _, protocol := range []int{1, 2} {
+		t.Run(fmt.Sprintf("protocol=%d", protocol), func(t *testing.T) {
+			r := bigTx(t, dataMB, false, protocol)
+			if r.peakLive > bigTxLiveBound {
+				t.Errorf("peak live heap %d MiB above the bound %d MiB", r.peakLive>>20, bigTxLiveBound>>20)
+			}
+			if r.peakUse > bigTxMemLimit {
+				t.Errorf("peak heap in use %d MiB above the memory limit %d MiB", r.peakUse>>20, bigTxMemLimit>>20)
+			}
+			res = append(res, r)
+		})
 	}
-	if peakUse > bigTxMemLimit {
-		t.Errorf("peak heap in use %d MiB above the memory limit %d MiB", peakUse>>20, bigTxMemLimit>>20)
+	for _, r := range res {
+		t.Logf("protocol %d: %d MB transaction (%.0f MB WAL): insert+commit %s, fully published %s after its commit; reader peak live heap %.0f MiB, in use %.0f MiB; spill peak %.0f MB",
+			r.protocol, r.dataMB, r.walMB, r.insert.Round(time.Millisecond), r.afterCommit.Round(time.Millisecond),
+			float64(r.peakLive)/(1<<20), float64(r.peakUse)/(1<<20), float64(r.spillPeak)/(1<<20))
 	}
+}
+
+// bigTxResult is one run of bigTx.
+type bigTxResult struct {
+	protocol          int
+	dataMB            int64
+	walMB             float64
+	insert            time.Duration // the INSERT ... SELECT and its commit
+	afterCommit       time.Duration // from the commit until JetStream acked every row
+	peakUse, peakLive uint64
+	spillPeak         int64 // the reader's spill files (protocol 2)
 }
 
 // The negative control of TestBigTransaction: a publish hook (a fake: the
@@ -150,7 +179,7 @@ func TestBigTransaction(t *testing.T) {
 func TestBigTransactionHeldWholeExceedsBound(t *testing.T) {
 	bigTxSetup(t, 0)
 	const dataMB = 512 // enough to exceed the bound when held; SLUICE_BIG_TX_MB does not apply
-	_, peakLive := bigTx(t, dataMB, true)
+	peakLive := bigTx(t, dataMB, true, 0).peakLive
 	if peakLive <= bigTxLiveBound {
 		t.Errorf("negative control: a reader holding %d MB whole peaked at %d MiB live, within the bound %d MiB: the measurement cannot tell",
 			dataMB, peakLive>>20, bigTxLiveBound>>20)
@@ -174,9 +203,11 @@ func bigTxSetup(t *testing.T, def int) int {
 
 // bigTx inserts dataMB of row data in one transaction, runs the reader
 // until JetStream acked every row and returns the peak heap in use and
-// the peak live heap over the reader's run. retain keeps every published
-// body referenced (the negative control).
-func bigTx(t *testing.T, dataMB int, retain bool) (peakUse, peakLive uint64) {
+// the peak live heap over the reader's run (the transaction's insert, while
+// protocol 2 streams it, and after its commit). retain keeps every
+// published body referenced (the negative control). protocol is
+// source.protocol.
+func bigTx(t *testing.T, dataMB int, retain bool, protocol int) bigTxResult {
 	rows := int64(dataMB) << 20 / bigTxValue
 	e := newEnv(t, "public.big")
 	e.alloc = memory.DefaultAllocator // what production uses (the checked one keeps a map per buffer)
@@ -185,6 +216,7 @@ func bigTx(t *testing.T, dataMB int, retain bool) (peakUse, peakLive uint64) {
 	e.cfg.Reader.MaxInFlight = bigTxInFlight
 	e.cfg.Reader.StatusInterval = 100 * time.Millisecond
 	e.cfg.NATS.MaxBytes = 4 << 30 // CHANGES holds the whole transaction
+	e.cfg.Source.Protocol = protocol
 	ctx := context.Background()
 	if err := natsx.EnsureStreams(ctx, e.js, e.cfg); err != nil {
 		t.Fatal(err)
@@ -214,25 +246,46 @@ func bigTx(t *testing.T, dataMB int, retain bool) (peakUse, peakLive uint64) {
 	}
 	defer conn.Close(ctx)
 	walStart := currentLSN(t, e.dsn)
-	t0 := time.Now()
-	if _, err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO big SELECT 't' || mod(g, 50), g, repeat(md5(g::text), 31)
-		FROM generate_series(1, %d) g`, rows)); err != nil {
-		t.Fatalf("inserting the big transaction: %v", err)
-	}
-	insertTook := time.Since(t0)
-	walMB := float64(currentLSN(t, e.dsn)-walStart) / (1 << 20)
-	t.Logf("inserted %d rows (%d MB of row data, %.0f MB of WAL) in one transaction in %s",
-		rows, rows*bigTxValue>>20, walMB, insertTook.Round(time.Millisecond))
-
-	// The reader's run, from the commit until JetStream acked every row,
-	// under the memory limit and the sampler.
+	// The reader's run, from the transaction's first change until JetStream
+	// acked every row, under the memory limit and the sampler.
 	runtime.GC()
 	old := debug.SetMemoryLimit(bigTxMemLimit)
 	defer debug.SetMemoryLimit(old)
 	hs := startHeapSampler()
+	var spillPeak atomic.Int64
+	stopSpill := make(chan struct{})
+	spillDone := make(chan struct{})
+	var stopOnce sync.Once
+	stopSpiller := func() { stopOnce.Do(func() { close(stopSpill); <-spillDone }) }
+	defer stopSpiller()
+	go func() {
+		defer close(spillDone)
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			if b := run.r.Status().SpillBytes; b > spillPeak.Load() {
+				spillPeak.Store(b)
+			}
+			select {
+			case <-stopSpill:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	t0 := time.Now()
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO big SELECT 't' || mod(g, 50), g, repeat(md5(g::text), 31)
+		FROM generate_series(1, %d) g`, rows)); err != nil {
+		hs.finish()
+		t.Fatalf("inserting the big transaction: %v", err)
+	}
+	insertTook := time.Since(t0)
+	walMB := float64(currentLSN(t, e.dsn)-walStart) / (1 << 20)
+	t.Logf("protocol %d: inserted %d rows (%d MB of row data, %.0f MB of WAL) in one transaction in %s; the reader spilled %.0f MB before the commit",
+		protocol, rows, rows*bigTxValue>>20, walMB, insertTook.Round(time.Millisecond), float64(spillPeak.Load())/(1<<20))
 	t1 := time.Now()
 	deadline := t1.Add(30 * time.Minute)
-	tk := time.NewTicker(200 * time.Millisecond)
+	tk := time.NewTicker(20 * time.Millisecond)
 	lastLog := t1
 	for got := int64(0); got < rows; got = run.r.Status().Rows["public.big"] {
 		if time.Now().After(deadline) {
@@ -252,6 +305,7 @@ func bigTx(t *testing.T, dataMB int, retain bool) (peakUse, peakLive uint64) {
 	took := time.Since(t1)
 	tk.Stop()
 	peakUse, peakLive, samples := hs.finish()
+	stopSpiller()
 	run.stop(t)
 	heldMu.Lock()
 	held = nil
@@ -268,7 +322,8 @@ func bigTx(t *testing.T, dataMB int, retain bool) (peakUse, peakLive uint64) {
 	t.Logf("heap (%d samples every 50ms): peak live %.0f MiB (bound %d MiB = 3 x %d in flight x %d MiB + %d MiB); peak in use %.0f MiB (memory limit %d MiB); transaction %d MB",
 		samples, float64(peakLive)/(1<<20), bigTxLiveBound>>20, bigTxInFlight, bigTxBatchBytes>>20, bigTxOverhead>>20,
 		float64(peakUse)/(1<<20), bigTxMemLimit>>20, rows*bigTxValue>>20)
-	return peakUse, peakLive
+	return bigTxResult{protocol: protocol, dataMB: rows * bigTxValue >> 20, walMB: walMB, insert: insertTook, afterCommit: took,
+		peakUse: peakUse, peakLive: peakLive, spillPeak: spillPeak.Load()}
 }
 
 // countChanges reads the headers (no bodies) of every message on subject

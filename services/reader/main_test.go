@@ -84,6 +84,7 @@ func newEnv(t testing.TB, tables ...string) *env {
 	cfg.Reader.StatusInterval = 50 * time.Millisecond
 	cfg.Reader.LeaseTTL = 3 * time.Second
 	cfg.Reader.BatchRows = 1000
+	cfg.Reader.SpillDir = t.TempDir() // streamed transactions (protocol 2)
 	if err := natsx.EnsureStreams(context.Background(), js, cfg); err != nil {
 		t.Fatal(err)
 	}

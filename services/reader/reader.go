@@ -450,6 +450,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		Publish: r.deps.JS.PublishMsgAsync, Resync: r.resync, Log: r.log, Metrics: r.metrics,
 		Tracer: otel.Tracer("github.com/sluice-cdc/sluice/services/reader"), State: r.state,
 		ScalarMaxForTest: r.rules.scalarMax, UnchainedForTest: r.rules.unchained, OnConfirm: r.onConfirm,
+		Protocol: r.cfg.Source.Protocol, SpillDir: r.cfg.ReaderSpillDir(), ReplayAbortedForTest: r.rules.replayAborted,
 	}
 	if r.publishHook != nil {
 		opts.Publish = r.publishHook(opts.Publish)

@@ -28,4 +28,8 @@ type rules struct {
 	// alters it (failover.go): a promoted standby has no copy of it, and
 	// every table is copied again (slot_lost).
 	noSlotFailover bool
+	// replayAborted replays the changes of a streamed transaction's aborted
+	// subtransactions at its commit (capture/spill.go): a rolled-back
+	// savepoint's rows arrive.
+	replayAborted bool
 }

@@ -23,6 +23,11 @@ type Status struct {
 	// ResyncCommand is, per halted table, the command that recovers it.
 	ResyncCommand map[string]string `json:"resync_command,omitempty"`
 	LastError     string            `json:"last_error,omitempty"`
+	// SpillBytes are the in-progress transactions Postgres streamed
+	// (source.protocol 2) held on local disk until their commit, in
+	// StreamingTxns transactions (reader.spill_dir).
+	SpillBytes    int64 `json:"spill_bytes,omitempty"`
+	StreamingTxns int   `json:"streaming_transactions,omitempty"`
 
 	// HaltedAt is, per halted table whose position is known, the commit
 	// LSN of its first change not carried: every change of it at or after
@@ -64,6 +69,7 @@ func (r *Reader) Status() Status {
 	s := r.state.Snapshot()
 	st := Status{Slot: r.cfg.Source.Slot, State: s.Phase, Holder: r.holder, ConfirmedLSN: s.Confirmed.String(),
 		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, Resyncs: s.Resyncs, LastError: s.LastError,
+		SpillBytes: s.SpillBytes, StreamingTxns: s.StreamingTxns,
 		ResyncHolds: r.holds.snapshot(), Failover: r.failover.Load(), SlotLost: r.slotLost.Load()}
 	if lsn := r.schemaChecked.Load(); lsn > 0 {
 		st.SchemaCheckedLSN = proto.LSN(lsn).String()

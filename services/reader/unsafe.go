@@ -33,6 +33,9 @@ const (
 	// unsafeNoSlotFailoverEnv, set to 1, creates the slot without
 	// FAILOVER true (Postgres 17+) and never alters it.
 	unsafeNoSlotFailoverEnv = "SLUICE_UNSAFE_NO_SLOT_FAILOVER"
+	// unsafeReplayAbortedEnv, set to 1, replays the changes of a streamed
+	// transaction's aborted subtransactions at its commit (capture/spill.go).
+	unsafeReplayAbortedEnv = "SLUICE_UNSAFE_REPLAY_ABORTED"
 )
 
 // unsafeRules reads the switches.
@@ -61,6 +64,10 @@ func unsafeRules(log *slog.Logger) rules {
 	if os.Getenv(unsafeNoSlotFailoverEnv) == "1" {
 		r.noSlotFailover = true
 		log.Warn(unsafeNoSlotFailoverEnv + "=1: the replication slot is created without failover, and a promoted standby WILL not have it (every table is copied again); for negative-control tests only")
+	}
+	if os.Getenv(unsafeReplayAbortedEnv) == "1" {
+		r.replayAborted = true
+		log.Warn(unsafeReplayAbortedEnv + "=1: the changes of a streamed transaction's rolled-back savepoints WILL be published; for negative-control tests only")
 	}
 	return r
 }

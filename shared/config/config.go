@@ -43,6 +43,13 @@ type Source struct {
 	// ResyncChunkRows is the primary-key chunk a live resync copies between
 	// two watermarks (sluice resync): its memory bound (default 4096).
 	ResyncChunkRows int `yaml:"resync_chunk_rows"`
+	// Protocol is the pgoutput protocol version the reader asks for: 2
+	// (the default from Postgres 14 on) streams a transaction that passes
+	// the server's logical_decoding_work_mem before its commit, into
+	// reader.spill_dir, so it is published within moments of its commit;
+	// 1 (the default before 14) sends it only once committed. 0 is the
+	// default.
+	Protocol int `yaml:"protocol"`
 }
 
 // RoutingColumnOf returns the routing column of a table.
@@ -208,6 +215,10 @@ type Reader struct {
 	// carries every value inline (a row over nats.max_payload halts its
 	// table).
 	MaxInlineValue ByteSize `yaml:"max_inline_value"`
+	// SpillDir holds, on local disk, the in-progress transactions Postgres
+	// streams (source.protocol 2) until their commit or abort: a cache the
+	// reader empties at each session start (default <data_dir>/reader-spill).
+	SpillDir string `yaml:"spill_dir"`
 }
 
 // Router is the routing service.
@@ -370,6 +381,16 @@ func Default() Config {
 // a backfill or resync batch can wait in a stream that long, its claims
 // older than its stream position (docs/adr/0033-claim-gc.md).
 func (c Catalog) EffectiveClaimsGrace(n NATS) time.Duration { return max(c.ClaimsGrace, n.MaxAge) }
+
+// ReaderSpillDir is the directory of the reader's spill files for slot:
+// reader.spill_dir, or <data_dir>/reader-spill, then the slot's name.
+func (c *Config) ReaderSpillDir() string {
+	d := c.Reader.SpillDir
+	if d == "" {
+		d = filepath.Join(c.DataDir, "reader-spill")
+	}
+	return filepath.Join(d, c.Source.Slot)
+}
 
 // PacksDir is the local pack directory when packs.url is empty or file://.
 func (c *Config) PacksDir() string {

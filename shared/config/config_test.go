@@ -81,6 +81,7 @@ func TestRefusals(t *testing.T) {
 		{"telemetry:\n  jaeger_ui: localhost:16686", "telemetry.jaeger_ui"},
 		{"catalog:\n  claims_grace: 1m", "catalog.claims_grace"}, // a claim is never deleted within minutes of its write
 		{"catalog:\n  claims_grace: 0s", "catalog.claims_grace"},
+		{"source:\n  protocol: 3", "source.protocol"}, // pgoutput versions 1 and 2 only
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))

@@ -151,6 +151,9 @@ func (c *Config) Validate() error {
 	if c.Source.ResyncChunkRows > 1<<20 {
 		return bad("source.resync_chunk_rows", "%d: at most %d (a chunk is held in memory)", c.Source.ResyncChunkRows, 1<<20)
 	}
+	if p := c.Source.Protocol; p != 0 && p != 1 && p != 2 {
+		return bad("source.protocol", "%d: want 1 or 2 (or leave it out: 2 from Postgres 14 on, else 1)", p)
+	}
 	if c.Catalog.ClaimsGrace < 5*time.Minute {
 		return bad("catalog.claims_grace", "%s: at least 5m (a claim is never deleted within minutes of being written)", c.Catalog.ClaimsGrace)
 	}

@@ -41,7 +41,18 @@ var Settings = map[string]string{
 	"log_min_messages": "warning",
 }
 
+// SettingsEnv adds settings to Settings for a run, as name=value pairs
+// separated by commas, e.g. to make Postgres stream every transaction past
+// 64 kB to the reader (source.protocol 2):
+// SLUICE_PG_SETTINGS=logical_decoding_work_mem=64kB.
+const SettingsEnv = "SLUICE_PG_SETTINGS"
+
 func start() {
+	for _, kv := range strings.Split(os.Getenv(SettingsEnv), ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(kv), "="); ok && k != "" {
+			Settings[k] = v
+		}
+	}
 	root = filepath.Join(os.TempDir(), "sluice-pgtest-"+strconv.Itoa(os.Getpid()))
 	reapStale()
 	if err := os.MkdirAll(root, 0o777); err != nil {

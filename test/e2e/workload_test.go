@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -185,6 +186,7 @@ func runOracle(t *testing.T, m mode) {
 	t.Logf("workload: %v", st)
 	rep := settle(t, ctx, p, pool, dsn, g)
 	report(t, rep)
+	logStreamed(t, ctx, p)
 	stale, err := kit.Check(ctx, dsn, p.Server(), kit.CheckOptions{Tables: wlTables(t, g)[:1], Tenants: g.Tenants(), Snapshot: early})
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +196,26 @@ func runOracle(t *testing.T, m mode) {
 	} else {
 		t.Logf("oracle negative control: the pre-workload snapshot %d differs as expected: %s", early, stale)
 	}
+}
+
+// logStreamed logs the transactions the reader received streamed (protocol
+// 2): with SLUICE_PG_SETTINGS=logical_decoding_work_mem=64kB the
+// workload's larger transactions stream.
+func logStreamed(t *testing.T, ctx context.Context, p kit.Pipeline) {
+	var ev []string
+	for _, proc := range p.Services() {
+		s, err := kit.Scrape(ctx, proc)
+		if err != nil {
+			continue // a service without the reader, or stopped
+		}
+		for k, v := range s {
+			if strings.HasPrefix(k, "sluice_reader_streamed_transactions_total") {
+				ev = append(ev, fmt.Sprintf("%s %s=%v", proc.Name, k, v))
+			}
+		}
+	}
+	sort.Strings(ev)
+	t.Logf("streamed transactions: %v", ev)
 }
 
 // TestOracleOneProcess: the workload against `sluice dev`.

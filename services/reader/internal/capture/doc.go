@@ -1,5 +1,6 @@
 // Package capture owns the reader's data path: the logical replication
-// session (START_REPLICATION with pgoutput v1), turning changes into Arrow
+// session (START_REPLICATION with pgoutput, protocol 2 by default from
+// Postgres 14 on, else 1), turning changes into Arrow
 // batches per table, the snapshot backfill of a new slot, the ordered
 // publish pipeline to JetStream, and the prefix-complete LSN it confirms to
 // Postgres.
@@ -19,6 +20,12 @@
 // transaction commits after the close, so past the group's span) unless the
 // two clocks disagree by more than batch_interval — then duplicates carry
 // other ids, which apply (by position) ignores.
+//
+// Streamed transactions (protocol 2). A transaction Postgres streams before
+// its commit is spilled to local disk and replayed at its Stream Commit as
+// protocol 1 would have sent it (spill.go), so the rules above see no
+// difference: the replay's batches are cut by the same rules at the same
+// positions.
 //
 // Through. A batch cut inside a group carries the previous group boundary as
 // Sluice-Through; the last batch of a group carries the commit end LSN that
@@ -46,7 +53,7 @@
 // without a leader (test/kit TestNATSLastMsgIDMismatchWedgesStream).
 //
 // Files: stream.go is the session and its receive loop, handle.go the
-// dispatch of pgoutput messages, relation.go relation messages (schema
+// dispatch of pgoutput messages, spill.go streamed transactions, relation.go relation messages (schema
 // changes), halt.go halting a table, idle.go idle settling and ticks,
 // group.go batching, apply.go and generated.go unchanged-TOAST and
 // generated-column reads, pipeline.go and publish.go the publish pipeline.

@@ -16,6 +16,9 @@ var (
 	ErrTableReplaced = errors.New("captured table replaced: the table is halted until an operator acts")
 	// ErrTypeChanged is why a table halts when a column's type changes.
 	ErrTypeChanged = errors.New("column type changed: the table is halted until an operator acts")
+	// ErrSpill wraps failures of a streamed transaction's spill file on
+	// local disk (spill.go): the session ends and the stream resends it.
+	ErrSpill = errors.New("spilling a streamed transaction")
 	// ErrReplication wraps failures of the replication connection.
 	ErrReplication = errors.New("replication stream")
 )

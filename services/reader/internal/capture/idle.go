@@ -44,7 +44,7 @@ func (s *session) settleIdle(now time.Time) {
 // idle publishes a tick when nothing is buffered or pending, so the
 // confirmed LSN (and the pipeline's frontier) reach the server's position.
 func (s *session) idle(ctx context.Context, now time.Time) error {
-	if s.inTx || s.groupRows > 0 || s.tracker.Pending() > 0 {
+	if s.inTx || s.inStream || s.groupRows > 0 || s.tracker.Pending() > 0 {
 		return nil
 	}
 	s.oldestPending = time.Time{}

@@ -34,6 +34,9 @@ type Metrics struct {
 	ResyncsRunning *prometheus.GaugeVec   // by table
 	Clears         prometheus.Counter     // clears published (TRUNCATE, end of a resync)
 	AutoResyncs    *prometheus.CounterVec // resyncs the reader queued by itself, by reason
+	SpillBytes     prometheus.Gauge       // streamed transactions' spill files on local disk
+	SpillTxns      prometheus.Gauge       // streamed transactions open (not yet committed or aborted)
+	StreamedTxns   *prometheus.CounterVec // by event: started, committed, aborted, subxact_aborted
 }
 
 // NewMetrics creates and registers the metrics on reg (nil: unregistered;
@@ -65,6 +68,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ResyncsRunning: telemetry.MustRegister(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_reader_resyncs_running", Help: "1 while a live resync of the table runs."}, []string{"table"})),
 		Splits:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_batch_splits_total", Help: "Batches split in two because their encoding exceeded nats.max_payload."})),
 		AutoResyncs:    telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_auto_resyncs_total", Help: "Resyncs the reader queued by itself: a schema change that rewrote rows without WAL (column_default, column_renamed, column_readded) or a lost slot (slot_lost)."}, []string{"reason"})),
+		SpillBytes:     telemetry.MustRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_spill_bytes", Help: "Bytes of in-progress transactions streamed by Postgres (protocol 2) held in spill files on local disk until their commit."})),
+		SpillTxns:      telemetry.MustRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_streaming_transactions", Help: "In-progress transactions streamed by Postgres (protocol 2) not yet committed or aborted."})),
+		StreamedTxns:   telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_streamed_transactions_total", Help: "Streamed in-progress transactions (protocol 2), by event: started, committed, aborted, subxact_aborted (a subtransaction's changes left out)."}, []string{"event"})),
 		Clears:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_clears_total", Help: "Clears published to CHANGES: one per table a TRUNCATE named, one per finished resync."})),
 	}
 	return m

@@ -35,6 +35,8 @@ type State struct {
 	nums      map[string]ColumnNums        // LastColumnNums
 	parts     map[string][]uint32          // LastPartitions
 	lastErr   string
+	spillB    int64 // streamed transactions' spill files
+	spillN    int   // streamed transactions open
 }
 
 // Recovered is a halt a resync cleared: the changes from HaltedAt on that
@@ -104,16 +106,18 @@ func (s *State) Columns(table string) []pgoutput.Column {
 
 // StateSnapshot is a copy of the state.
 type StateSnapshot struct {
-	Phase     string
-	Confirmed proto.LSN
-	Server    proto.LSN
-	Rows      map[string]int64
-	Halted    map[string]string
-	HaltedAt  map[string]proto.LSN // a halted table's first change not carried, where known
-	Backfill  map[string]Progress
-	Resyncs   map[string]ResyncProgress
-	Recovered map[string]Recovered
-	LastError string
+	Phase         string
+	Confirmed     proto.LSN
+	Server        proto.LSN
+	Rows          map[string]int64
+	Halted        map[string]string
+	HaltedAt      map[string]proto.LSN // a halted table's first change not carried, where known
+	Backfill      map[string]Progress
+	Resyncs       map[string]ResyncProgress
+	Recovered     map[string]Recovered
+	LastError     string
+	SpillBytes    int64 // streamed transactions' spill files on local disk
+	StreamingTxns int   // streamed transactions open
 }
 
 // Snapshot copies the state.
@@ -121,7 +125,8 @@ func (s *State) Snapshot() StateSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StateSnapshot{Phase: s.phase, Confirmed: s.confirmed, Server: s.server, Rows: maps.Clone(s.rows),
-		Halted: maps.Clone(s.halted), HaltedAt: maps.Clone(s.haltedAt), Backfill: maps.Clone(s.backfill), Resyncs: maps.Clone(s.resyncs), Recovered: maps.Clone(s.recovered), LastError: s.lastErr}
+		Halted: maps.Clone(s.halted), HaltedAt: maps.Clone(s.haltedAt), Backfill: maps.Clone(s.backfill), Resyncs: maps.Clone(s.resyncs), Recovered: maps.Clone(s.recovered), LastError: s.lastErr,
+		SpillBytes: s.spillB, StreamingTxns: s.spillN}
 }
 
 // SetPhase records the reader's phase (standby, backfilling, streaming, ...).
@@ -203,5 +208,11 @@ func (s *State) SetResync(table string, p ResyncProgress) {
 func (s *State) setProgress(table string, p Progress) {
 	s.mu.Lock()
 	s.backfill[table] = p
+	s.mu.Unlock()
+}
+
+func (s *State) setSpill(bytes int64, open int) {
+	s.mu.Lock()
+	s.spillB, s.spillN = bytes, open
 	s.mu.Unlock()
 }

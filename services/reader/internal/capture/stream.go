@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -90,6 +92,17 @@ type Options struct {
 	Tracer  trace.Tracer
 	State   *State
 
+	// Protocol is source.protocol: the pgoutput protocol version, 0 for
+	// the default (2 from Postgres 14 on: in-progress transactions stream
+	// to SpillDir before their commit; spill.go).
+	Protocol int
+	// SpillDir holds the spill files of streamed transactions (a cache:
+	// every session starts by removing them).
+	SpillDir string
+
+	// ReplayAbortedForTest replays the changes of a streamed transaction's
+	// aborted subtransactions (a test's negative control).
+	ReplayAbortedForTest bool
 	// ScalarMaxForTest breaks the prefix-complete rule and UnchainedForTest
 	// the publish ordering guard (tests' negative controls).
 	ScalarMaxForTest bool
@@ -135,6 +148,9 @@ type session struct {
 	keyBuf   []byte
 	change   pgoutput.Change
 	inTx     bool
+	inStream bool   // between Stream Start and Stream Stop (protocol 2)
+	protocol int    // the session's pgoutput protocol version
+	spills   spills // streamed transactions not yet committed or aborted
 	txLSN    uint64
 	txTime   time.Time
 	txXid    uint32 // the transaction's xid, from its Begin
@@ -184,14 +200,33 @@ func Stream(ctx context.Context, conn *pgconn.PgConn, start proto.LSN, o *Option
 			t.release()
 		}
 	}()
-	// messages: the resync's watermarks (pg_logical_emit_message).
-	args := []string{"proto_version '1'", "publication_names '" + o.Publication + "'", "messages 'true'"}
+	major, err := serverMajor(conn)
+	if err != nil {
+		return start, err
+	}
+	if s.protocol, err = Protocol(o.Protocol, major); err != nil {
+		return start, err
+	}
+	s.spills.dir = o.SpillDir
+	if s.protocol >= 2 {
+		if o.SpillDir == "" {
+			return start, fmt.Errorf("%w: protocol 2 without a spill directory", ErrSpill)
+		}
+		if err := clearSpills(o.SpillDir); err != nil {
+			return start, err
+		}
+		defer func() {
+			s.spills.close()
+			s.spillShown()
+		}()
+	}
+	args := protocolArgs(s.protocol, o.Publication)
 	if err := pglogrepl.StartReplication(ctx, conn, o.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return start, fmt.Errorf("%w: starting replication of slot %s at %s: %w", ErrReplication, o.Slot, start, err)
 	}
 	o.State.SetPhase("streaming")
-	o.Log.Info("streaming", "slot", o.Slot, "from", start.String())
-	err := s.loop(ctx)
+	o.Log.Info("streaming", "slot", o.Slot, "from", start.String(), "protocol", s.protocol)
+	err = s.loop(ctx)
 	s.pipe.Wait()
 	if err == nil && ctx.Err() == nil {
 		err = s.pipe.Err()
@@ -295,7 +330,7 @@ func (s *session) loop(ctx context.Context) error {
 					return fmt.Errorf("%w: parsing keepalive: %w", ErrReplication, err)
 				}
 				s.serverAt(proto.LSN(ka.ServerWALEnd))
-				if !s.inTx {
+				if !s.inTx && !s.inStream {
 					s.observeIdle(proto.LSN(ka.ServerWALEnd), time.Now())
 				}
 				if ka.ReplyRequested {
@@ -381,4 +416,19 @@ func (s *session) send(ctx context.Context, o Out) error {
 		s.oldestPending = time.Now()
 	}
 	return s.pipe.Send(ctx, o)
+}
+
+// serverMajor is the connected server's major version (server_version,
+// reported at connection start).
+func serverMajor(conn *pgconn.PgConn) (int, error) {
+	v := conn.ParameterStatus("server_version")
+	digits := strings.FieldsFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if len(digits) == 0 {
+		return 0, fmt.Errorf("%w: reading the server version from %q", ErrReplication, v)
+	}
+	major, err := strconv.Atoi(digits[0])
+	if err != nil {
+		return 0, fmt.Errorf("%w: reading the server version from %q", ErrReplication, v)
+	}
+	return major, nil
 }

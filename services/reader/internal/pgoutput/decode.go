@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// ErrMalformed marks a message that does not follow the pgoutput v1 format.
+// ErrMalformed marks a message that does not follow the pgoutput format
+// (protocol versions 1 and 2).
 var ErrMalformed = errors.New("malformed pgoutput message")
 
 // Message types (the first byte of every pgoutput message).
@@ -324,4 +325,82 @@ func DecodeMessage(b []byte) (Message, error) {
 	n := int(r.u32("content length"))
 	m.Content = r.bytes(n, "content")
 	return m, r.done("message")
+}
+
+// Streaming of in-progress transactions (protocol version 2, Postgres 14+,
+// the streaming option on). A transaction whose changes pass
+// logical_decoding_work_mem is sent in blocks between Stream Start and
+// Stream Stop, before its commit; inside a block every Relation, Type,
+// Insert, Update, Delete, Truncate and Message carries the xid of its
+// (sub)transaction right after its type byte. Stream Commit or Stream
+// Abort, outside any block, ends it.
+const (
+	TypeStreamStart  byte = 'S'
+	TypeStreamStop   byte = 'E'
+	TypeStreamCommit byte = 'c'
+	TypeStreamAbort  byte = 'A'
+)
+
+// StreamStart opens a block of a streamed transaction's changes.
+type StreamStart struct {
+	Xid          uint32 // the top-level transaction
+	FirstSegment bool   // the transaction's first block
+}
+
+// StreamCommit commits a streamed transaction: its changes all arrived
+// in earlier blocks.
+type StreamCommit struct {
+	Xid        uint32
+	Flags      uint8
+	CommitLSN  uint64
+	EndLSN     uint64
+	CommitTime time.Time
+}
+
+// StreamAbort aborts a streamed transaction (Subxid == Xid) or one of its
+// subtransactions.
+type StreamAbort struct {
+	Xid    uint32
+	Subxid uint32
+}
+
+// DecodeStreamStart decodes a Stream Start message.
+func DecodeStreamStart(b []byte) (StreamStart, error) {
+	r := reader{b: b, off: 1}
+	m := StreamStart{Xid: r.u32("xid"), FirstSegment: r.u8("first segment") == 1}
+	return m, r.done("stream start")
+}
+
+// DecodeStreamCommit decodes a Stream Commit message.
+func DecodeStreamCommit(b []byte) (StreamCommit, error) {
+	r := reader{b: b, off: 1}
+	m := StreamCommit{Xid: r.u32("xid"), Flags: r.u8("flags"), CommitLSN: r.u64("commit lsn"), EndLSN: r.u64("end lsn"), CommitTime: r.time("commit time")}
+	return m, r.done("stream commit")
+}
+
+// DecodeStreamAbort decodes a Stream Abort message (protocol 2 and 3; the
+// abort LSN and time of protocol 4 follow, when present, and are not read).
+func DecodeStreamAbort(b []byte) (StreamAbort, error) {
+	r := reader{b: b, off: 1}
+	m := StreamAbort{Xid: r.u32("xid"), Subxid: r.u32("subxid")}
+	return m, r.done("stream abort")
+}
+
+// StreamedXid reads the xid of the (sub)transaction of a message inside a
+// stream block: b[1:5]. The message as protocol 1 sends it, which the
+// decoders above read, is b[0] followed by b[5:]. ok is false for a message
+// type that carries no xid.
+func StreamedXid(b []byte) (xid uint32, ok bool, err error) {
+	if len(b) == 0 {
+		return 0, false, fmt.Errorf("%w: empty message", ErrMalformed)
+	}
+	switch b[0] {
+	case TypeRelation, TypeType, TypeInsert, TypeUpdate, TypeDelete, TypeTruncate, TypeMessage:
+	default:
+		return 0, false, nil
+	}
+	if len(b) < 5 {
+		return 0, false, fmt.Errorf("%w: streamed %q message of %d bytes, no xid", ErrMalformed, b[0], len(b))
+	}
+	return binary.BigEndian.Uint32(b[1:5]), true, nil
 }

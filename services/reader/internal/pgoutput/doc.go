@@ -1,6 +1,8 @@
 // Package pgoutput decodes the messages of Postgres' pgoutput logical
 // decoding plugin, protocol version 1: Begin, Commit, Origin, Relation, Type,
-// Insert, Update, Delete, Truncate and Message.
+// Insert, Update, Delete, Truncate and Message; and of version 2 the
+// streaming of in-progress transactions: Stream Start, Stop, Commit and
+// Abort, and the xid a message inside a stream block carries (StreamedXid).
 //
 // It owns only the byte format. Decoding is zero-copy: a decoded tuple's
 // values alias the input buffer and are valid only until the caller reuses
