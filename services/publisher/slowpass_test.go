@@ -12,10 +12,7 @@ import (
 	"github.com/sluice-cdc/sluice/services/publisher"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
-	"github.com/sluice-cdc/sluice/shared/chtest"
 	"github.com/sluice-cdc/sluice/shared/config"
-	"github.com/sluice-cdc/sluice/shared/natsx"
-	"github.com/sluice-cdc/sluice/shared/packstore"
 )
 
 // TestPublishesOutlastSlowCompaction (issue 32): a compaction pass that
@@ -33,11 +30,6 @@ import (
 func TestPublishesOutlastSlowCompaction(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
 	cfg := config.Default()
 	cfg.Delivery.Partitions = 1
 	cfg.Publisher.Interval = 30 * time.Millisecond
@@ -45,23 +37,7 @@ func TestPublishesOutlastSlowCompaction(t *testing.T) {
 	cfg.Publisher.LeaseTTL = ttl
 	cfg.Catalog.CompactInterval, cfg.Catalog.CompactMinPacks = 50*time.Millisecond, 2
 	cfg.Catalog.GCInterval = time.Hour
-	nc, js, err := natsx.Connect(ctx, cfg.NATS, srv.ClientURL(), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if err := natsx.EnsureStreams(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
-	conn := chtest.Conn(t)
-	cat := catalog.New(conn, catalog.Options{})
-	if err := cat.EnsureSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	store, err := packstore.OpenDir(t.TempDir(), "local")
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, conn, cat, store := lifecycleRig(ctx, t, cfg)
 	index := func(dest string, n int) {
 		t.Helper()
 		var refs []catalog.PackRef
