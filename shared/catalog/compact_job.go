@@ -184,6 +184,14 @@ func (c *Catalog) Compact(ctx context.Context, l Lease, ttl time.Duration, store
 // history folds into one file.
 func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Duration, store packstore.Store, v uint64, table, fp string, dests []string, extra []Member, only map[string]bool, writer string) (CompactStats, Lease, error) {
 	st := CompactStats{Table: table, Destinations: dests}
+	// Reading, rewriting, storing and indexing the members can take
+	// longer than the lease's ttl (27 s over a backfilled table on a busy
+	// 2-core machine, against the 10 s default, so that pass failed every
+	// time, issue 32): the lease is renewed (fenced) every ttl/3 while
+	// they run, none of them touching it, and once more after, so that the
+	// replacement publishes on a live lease.
+	kept := c.keepLease(ctx, l, ttl)
+	defer kept.stop() // an early return: the keeping ends (and its renewal in flight) with it
 	all, err := c.Members(ctx, v, "", table)
 	if err != nil {
 		return st, l, err
@@ -221,31 +229,16 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 		st.InBytes += sizes[id]
 	}
 	if len(ins) > 0 {
-		id := proto.SegmentID(time.Now(), writer, 0)
-		seg, err := buildCompacted(ctx, store, table, fp, id, ins)
-		if err != nil {
+		if err := c.writeCompacted(ctx, store, table, fp, writer, ins, &st); err != nil {
+			l, _ = kept.stop()
 			return st, l, err
 		}
-		st.InRows, st.OutRows, st.OutBytes, st.Segment = seg.InRows, seg.OutRows, int64(len(seg.Data)), seg.Path
-		// Reading and rewriting may take a good part of the lease's ttl:
-		// renew it (fenced) before each step that follows, so that the
-		// replacement publishes on a live lease.
-		if l, err = c.RenewLease(ctx, l, ttl); err != nil {
-			return st, l, fmt.Errorf("compacting %s: %w", table, err)
-		}
-		if err := store.Put(ctx, seg.Path, seg.Data); err != nil {
-			return st, l, fmt.Errorf("compacting %s: %w", table, err)
-		}
-		if compactBeforeIndex != nil {
-			compactBeforeIndex()
-		}
-		ref, err := c.ReadRef(ctx, store, seg.Path)
-		if err != nil {
-			return st, l, fmt.Errorf("compacting %s: %w", table, err)
-		}
-		if _, err := c.Index(ctx, store, []PackRef{ref}); err != nil {
-			return st, l, fmt.Errorf("compacting %s: %w", table, err)
-		}
+	}
+	l, err = kept.stop()
+	if err != nil {
+		return st, l, fmt.Errorf("compacting %s: %w", table, err)
+	}
+	if len(ins) > 0 {
 		if l, err = c.RenewLease(ctx, l, ttl); err != nil {
 			return st, l, fmt.Errorf("compacting %s: %w", table, err)
 		}
@@ -275,6 +268,85 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 	c.log.Info("compacted", "table", table, "destinations", len(dests), "members", st.Members, "files", st.Files,
 		"in_bytes", st.InBytes, "out_bytes", st.OutBytes, "in_rows", st.InRows, "out_rows", st.OutRows, "version", res.Snapshot.Version)
 	return st, res.Lease, nil
+}
+
+// writeCompacted builds the segment of ins (buildCompacted), stores it and
+// indexes it, and records it in st.
+func (c *Catalog) writeCompacted(ctx context.Context, store packstore.Store, table, fp, writer string, ins []CompactInput, st *CompactStats) error {
+	id := proto.SegmentID(time.Now(), writer, 0)
+	seg, err := buildCompacted(ctx, store, table, fp, id, ins)
+	if err != nil {
+		return err
+	}
+	st.InRows, st.OutRows, st.OutBytes, st.Segment = seg.InRows, seg.OutRows, int64(len(seg.Data)), seg.Path
+	if err := store.Put(ctx, seg.Path, seg.Data); err != nil {
+		return fmt.Errorf("compacting %s: %w", table, err)
+	}
+	if compactBeforeIndex != nil {
+		compactBeforeIndex()
+	}
+	ref, err := c.ReadRef(ctx, store, seg.Path)
+	if err != nil {
+		return fmt.Errorf("compacting %s: %w", table, err)
+	}
+	if _, err := c.Index(ctx, store, []PackRef{ref}); err != nil {
+		return fmt.Errorf("compacting %s: %w", table, err)
+	}
+	return nil
+}
+
+// leaseKeeper renews a lease in the background (keepLease) while its
+// holder runs work that does not touch it.
+type leaseKeeper struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	l      Lease // the lease as the last renewal left it; read after done
+	err    error // the renewal that failed (ErrLeaseLost: lost); after done
+}
+
+// keepLease renews l (fenced, RenewLease) every ttl/3 until stop. Only one
+// goroutine may use the lease meanwhile: the caller must not renew it or
+// publish with it before stop. A renewal that fails transiently is tried
+// again at the next tick; one that finds the lease lost ends the keeping.
+func (c *Catalog) keepLease(ctx context.Context, l Lease, ttl time.Duration) *leaseKeeper {
+	kctx, cancel := context.WithCancel(ctx)
+	k := &leaseKeeper{cancel: cancel, done: make(chan struct{}), l: l}
+	go func() {
+		defer close(k.done)
+		tick := time.NewTicker(max(ttl/3, time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-kctx.Done():
+				return
+			case <-tick.C:
+			}
+			nl, err := c.RenewLease(kctx, k.l, ttl)
+			switch {
+			case err == nil:
+				k.l, k.err = nl, nil
+			case kctx.Err() != nil:
+				return
+			case errors.Is(err, ErrLeaseLost):
+				k.err = err
+				return
+			default:
+				k.err = err // transient: the next tick tries again
+			}
+		}
+	}()
+	return k
+}
+
+// stop ends the keeping, waiting for a renewal in flight, and returns the
+// lease and, when the lease was lost, why. It may be called again.
+func (k *leaseKeeper) stop() (Lease, error) {
+	k.cancel()
+	<-k.done
+	if errors.Is(k.err, ErrLeaseLost) {
+		return k.l, k.err
+	}
+	return k.l, nil
 }
 
 // maxRemovalsPerPublish bounds the members one PublishReplace removes (a
