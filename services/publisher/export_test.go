@@ -27,3 +27,7 @@ func SetClaimRuleOff(mask int) func() {
 	claimRuleOff = mask
 	return func() { claimRuleOff = old }
 }
+
+// SetCompactionHook makes f run at the start of each of p's compaction
+// passes (nil: none).
+func SetCompactionHook(p *Publisher, f func()) { p.lc.passHook = f }

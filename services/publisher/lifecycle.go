@@ -22,15 +22,21 @@ import (
 // latest's when its replacement publishes. Garbage collection needs no
 // fence (catalog gc.go) but runs here too, so one replica does it. Each
 // job runs at most once per its interval, between publishes, one pass at a
-// time (catalog.compact_max_bytes bounds a compaction pass), so the
-// pipeline's publishes wait for at most one pass.
+// time (catalog.compact_max_bytes bounds a compaction pass), after the
+// tick's publish, each interval counted from the end of the job's last
+// pass: the pipeline's publishes wait for at most one pass, and a pass
+// that outlasts its interval or loses the lease never keeps the next
+// publish from running (issue 32).
 
 // lifecycle is the publisher's compaction, GC and purge state.
 type lifecycle struct {
 	store       packstore.Store
-	writer      string // the compacted segments' writer token
-	compactedAt time.Time
-	collectedAt time.Time
+	writer      string    // the compacted segments' writer token
+	compactedAt time.Time // the end of the last compaction pass
+	collectedAt time.Time // the end of the last GC pass
+	// passHook, when set (tests only: SetCompactionHook), runs at the
+	// start of each compaction pass: a slow pass on demand.
+	passHook func()
 
 	compactions, compactMembers, compactIn, compactOut prometheus.Counter
 	compactSeconds, gcSeconds                          prometheus.Histogram
@@ -93,10 +99,15 @@ func (p *Publisher) lifecycleStep(ctx context.Context, l catalog.Lease) (catalog
 		p.log.Warn("running purges", "err", err)
 	}
 	if time.Since(lc.compactedAt) >= cc.CompactInterval {
-		lc.compactedAt = time.Now()
 		start := time.Now()
+		if lc.passHook != nil {
+			lc.passHook()
+		}
 		st, l2, err := p.cat.Compact(ctx, l, ttl, lc.store, catalog.CompactPolicy{MinPacks: cc.CompactMinPacks, SmallBytes: cc.CompactSmallBytes, MaxBytes: cc.CompactMaxBytes}, lc.writer)
 		l = l2
+		// The interval runs from the pass's end: a pass longer than it
+		// leaves the publishes an interval before the next (Run).
+		lc.compactedAt = time.Now()
 		for _, d := range st.Damaged {
 			if lc.dlq == nil {
 				p.log.Error("compaction found a damaged member file and cannot dead-letter it", "path", d.Path, "table", d.Table, "err", d.Reason)
@@ -121,8 +132,8 @@ func (p *Publisher) lifecycleStep(ctx context.Context, l catalog.Lease) (catalog
 		}
 	}
 	if time.Since(lc.collectedAt) >= cc.GCInterval {
-		lc.collectedAt = time.Now()
 		start := time.Now()
+		defer func() { lc.collectedAt = time.Now() }() // from the pass's end, as compaction
 		st, err := p.cat.CollectGarbage(ctx, lc.store, catalog.GCOptions{})
 		if err != nil {
 			if ctx.Err() == nil {

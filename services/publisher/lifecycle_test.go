@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/services/publisher"
@@ -27,11 +28,6 @@ import (
 func TestPublisherCompactsAndCollects(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
 	cfg := config.Default()
 	cfg.Delivery.Partitions = 1
 	cfg.Publisher.Interval = 30 * time.Millisecond
@@ -39,23 +35,7 @@ func TestPublisherCompactsAndCollects(t *testing.T) {
 	cfg.Catalog.SnapshotRetention, cfg.Catalog.SnapshotRetainMin = time.Microsecond, 1
 	cfg.Catalog.GCGrace = time.Millisecond
 	cfg.Catalog.CompactInterval, cfg.Catalog.GCInterval, cfg.Catalog.CompactMinPacks = 50*time.Millisecond, 50*time.Millisecond, 2
-	nc, js, err := natsx.Connect(ctx, cfg.NATS, srv.ClientURL(), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if err := natsx.EnsureStreams(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
-	conn := chtest.Conn(t)
-	cat := catalog.New(conn, catalog.Options{})
-	if err := cat.EnsureSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	store, err := packstore.OpenDir(t.TempDir(), "local")
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, conn, cat, store := lifecycleRig(ctx, t, cfg)
 	var refs []catalog.PackRef
 	for i := range 4 {
 		m := catalogtest.Write(t, store, catalogtest.Items, "shop1", fmt.Sprintf("pk%d", i), []catalogtest.Row{
@@ -119,6 +99,36 @@ func TestPublisherCompactsAndCollects(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lifecycleRig starts what a publisher with a lifecycle runs on: an
+// embedded JetStream with the pipeline's streams (closed with the test), a
+// catalog with its schema, and a pack directory.
+func lifecycleRig(ctx context.Context, t *testing.T, cfg config.Config) (jetstream.JetStream, catalog.Conn, *catalog.Catalog, *packstore.DirStore) {
+	t.Helper()
+	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, js, err := natsx.Connect(ctx, cfg.NATS, srv.ClientURL(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if err := natsx.EnsureStreams(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	conn := chtest.Conn(t)
+	cat := catalog.New(conn, catalog.Options{})
+	if err := cat.EnsureSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store, err := packstore.OpenDir(t.TempDir(), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, conn, cat, store
 }
 
 // counterValue reads a registered counter by name.

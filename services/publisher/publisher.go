@@ -191,14 +191,6 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if held {
 			p.trim(ctx)
 			p.expire(ctx, lease)
-			l, err := p.lifecycleStep(ctx, lease)
-			lease = l
-			if err != nil {
-				p.log.Warn("publisher lease lost; re-acquiring", "err", err)
-				held = false
-				p.update(func(s *Status) { s.LeaseHeld, s.LastError = false, err.Error() })
-				continue
-			}
 			through, err := p.fr.Step(ctx)
 			if err != nil && ctx.Err() == nil {
 				p.log.Debug("sampling frontier", "err", err)
@@ -248,6 +240,23 @@ func (p *Publisher) Run(ctx context.Context) error {
 				} else if err == nil {
 					lease, renewed = l, time.Now()
 				}
+			}
+		}
+		// The lifecycle's jobs (compaction, GC, purges) come after the
+		// tick's publish, never before it, and each counts its interval
+		// from the end of its last pass (lifecycleStep): a pass can take
+		// longer than the lease's TTL and than its own interval on a busy
+		// catalog (a compaction of a backfilled table rewrites all of it),
+		// and before, one that lost the lease was followed by the lease's
+		// re-acquisition and at once by the next pass, so no publish ran
+		// again and `sluice wait` never returned (issue 32).
+		if held {
+			l, err := p.lifecycleStep(ctx, lease)
+			lease = l
+			if err != nil {
+				p.log.Warn("publisher lease lost; re-acquiring", "err", err)
+				held = false
+				p.update(func(s *Status) { s.LeaseHeld, s.LastError = false, err.Error() })
 			}
 		}
 		select {

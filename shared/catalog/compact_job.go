@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-cdc/sluice/proto"
@@ -306,6 +307,19 @@ func (c *Catalog) compactFirst(ctx context.Context, l Lease, ttl time.Duration, 
 // history folds into one file.
 func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Duration, store packstore.Store, v uint64, table, fp string, dests []string, extra []Member, only map[string]bool, writer string) (CompactStats, Lease, error) {
 	st := CompactStats{Table: table, Destinations: dests}
+	// Reading, rewriting, storing and indexing the members can take
+	// longer than the lease's ttl (27 s over a backfilled table on a busy
+	// 2-core machine, against the 10 s default, so that pass failed every
+	// time, issue 32): the lease is renewed (fenced) first, then every
+	// ttl/3 while they run, none of them touching it, and once more after,
+	// so that the replacement publishes on a live lease. A pass that finds
+	// it lost stores and indexes nothing more (writeCompacted).
+	l, err := c.RenewLease(ctx, l, ttl)
+	if err != nil {
+		return st, l, fmt.Errorf("compacting %s: %w", table, err)
+	}
+	kept := c.keepLease(ctx, l, ttl)
+	defer kept.stop() // an early return: the keeping ends (and its renewal in flight) with it
 	all, err := c.Members(ctx, v, "", table)
 	if err != nil {
 		return st, l, err
@@ -342,9 +356,9 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 		st.Files++
 		st.InBytes += sizes[id]
 	}
+	var seg CompactedSegment
 	if len(ins) > 0 {
-		id := proto.SegmentID(time.Now(), writer, 0)
-		seg, err := buildCompacted(ctx, store, table, fp, id, ins)
+		seg, err = buildCompacted(ctx, store, table, fp, proto.SegmentID(time.Now(), writer, 0), ins)
 		var bad *damagedFileError
 		if errors.As(err, &bad) {
 			for pid, p := range paths {
@@ -354,28 +368,20 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 			}
 		}
 		if err != nil {
+			l, _ = kept.stop()
 			return st, l, err
 		}
 		st.InRows, st.OutRows, st.OutBytes, st.Segment = seg.InRows, seg.OutRows, int64(len(seg.Data)), seg.Path
-		// Reading and rewriting may take a good part of the lease's ttl:
-		// renew it (fenced) before each step that follows, so that the
-		// replacement publishes on a live lease.
-		if l, err = c.RenewLease(ctx, l, ttl); err != nil {
-			return st, l, fmt.Errorf("compacting %s: %w", table, err)
+		if err := c.writeCompacted(ctx, kept, store, table, seg); err != nil {
+			l, _ = kept.stop()
+			return st, l, err
 		}
-		if err := store.Put(ctx, seg.Path, seg.Data); err != nil {
-			return st, l, fmt.Errorf("compacting %s: %w", table, err)
-		}
-		if compactBeforeIndex != nil {
-			compactBeforeIndex()
-		}
-		ref, err := c.ReadRef(ctx, store, seg.Path)
-		if err != nil {
-			return st, l, fmt.Errorf("compacting %s: %w", table, err)
-		}
-		if _, err := c.Index(ctx, store, []PackRef{ref}); err != nil {
-			return st, l, fmt.Errorf("compacting %s: %w", table, err)
-		}
+	}
+	l, err = kept.stop()
+	if err != nil {
+		return st, l, fmt.Errorf("compacting %s: %w", table, err)
+	}
+	if len(ins) > 0 {
 		if l, err = c.RenewLease(ctx, l, ttl); err != nil {
 			return st, l, fmt.Errorf("compacting %s: %w", table, err)
 		}
@@ -405,6 +411,99 @@ func (c *Catalog) compactDestinations(ctx context.Context, l Lease, ttl time.Dur
 	c.log.Info("compacted", "table", table, "destinations", len(dests), "members", st.Members, "files", st.Files,
 		"in_bytes", st.InBytes, "out_bytes", st.OutBytes, "in_rows", st.InRows, "out_rows", st.OutRows, "version", res.Snapshot.Version)
 	return st, res.Lease, nil
+}
+
+// writeCompacted stores seg and indexes it while k keeps the lease. Once
+// stored (the reconciler indexes a file it finds) and indexed, a publish
+// admits the copy: so each step runs only while the keeper has not found
+// the lease lost, and a pass that lost it stores nothing more (a copy
+// admitted beside its members would be one more member on every failed
+// pass, until a pass succeeds and folds it in).
+func (c *Catalog) writeCompacted(ctx context.Context, k *leaseKeeper, store packstore.Store, table string, seg CompactedSegment) error {
+	if err := k.alive(); err != nil {
+		return fmt.Errorf("compacting %s: %w", table, err)
+	}
+	if err := store.Put(ctx, seg.Path, seg.Data); err != nil {
+		return fmt.Errorf("compacting %s: %w", table, err)
+	}
+	if compactBeforeIndex != nil {
+		compactBeforeIndex()
+	}
+	ref, err := c.ReadRef(ctx, store, seg.Path)
+	if err != nil {
+		return fmt.Errorf("compacting %s: %w", table, err)
+	}
+	if err := k.alive(); err != nil {
+		return fmt.Errorf("compacting %s: %w", table, err)
+	}
+	if _, err := c.Index(ctx, store, []PackRef{ref}); err != nil {
+		return fmt.Errorf("compacting %s: %w", table, err)
+	}
+	return nil
+}
+
+// leaseKeeper renews a lease in the background (keepLease) while its
+// holder runs work that does not touch it.
+type leaseKeeper struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	lost   atomic.Bool // a renewal found the lease lost (readable any time)
+	l      Lease       // the lease as the last renewal left it; read after done
+	err    error       // the renewal that failed (ErrLeaseLost: lost); after done
+}
+
+// keepLease renews l (fenced, RenewLease) every ttl/3 until stop. Only one
+// goroutine may use the lease meanwhile: the caller must not renew it or
+// publish with it before stop. A renewal that fails transiently is tried
+// again at the next tick; one that finds the lease lost ends the keeping.
+func (c *Catalog) keepLease(ctx context.Context, l Lease, ttl time.Duration) *leaseKeeper {
+	kctx, cancel := context.WithCancel(ctx)
+	k := &leaseKeeper{cancel: cancel, done: make(chan struct{}), l: l}
+	go func() {
+		defer close(k.done)
+		tick := time.NewTicker(max(ttl/3, time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-kctx.Done():
+				return
+			case <-tick.C:
+			}
+			nl, err := c.RenewLease(kctx, k.l, ttl)
+			switch {
+			case err == nil:
+				k.l, k.err = nl, nil
+			case kctx.Err() != nil:
+				return
+			case errors.Is(err, ErrLeaseLost):
+				k.err = err
+				k.lost.Store(true)
+				return
+			default:
+				k.err = err // transient: the next tick tries again
+			}
+		}
+	}()
+	return k
+}
+
+// alive is ErrLeaseLost once a renewal found the lease lost, else nil.
+func (k *leaseKeeper) alive() error {
+	if k.lost.Load() {
+		return fmt.Errorf("%w: a renewal during the pass found it gone", ErrLeaseLost)
+	}
+	return nil
+}
+
+// stop ends the keeping, waiting for a renewal in flight, and returns the
+// lease and, when the lease was lost, why. It may be called again.
+func (k *leaseKeeper) stop() (Lease, error) {
+	k.cancel()
+	<-k.done
+	if errors.Is(k.err, ErrLeaseLost) {
+		return k.l, k.err
+	}
+	return k.l, nil
 }
 
 // maxRemovalsPerPublish bounds the members one PublishReplace removes (a

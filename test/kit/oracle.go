@@ -314,7 +314,7 @@ func Check(ctx context.Context, dsn, server string, o CheckOptions) (rep Report,
 						diff(&rep.ReadErrors, "%s: undecodable row %q: %v", label, l, err)
 						continue
 					}
-					if v, ok := r[t.Routing].(string); !ok || v != tenant {
+					if !routedTo(r[t.Routing], tenant) {
 						diff(&rep.Leaked, "%s: row of tenant %v leaked in: %s", label, r[t.Routing], l)
 					}
 					k := keyOf(r, t.Keys)
@@ -421,6 +421,19 @@ func js(v any) string {
 		return string(b[:300]) + "…"
 	}
 	return string(b)
+}
+
+// routedTo reports whether a row's routing value (decoded with UseNumber)
+// is tenant, the source's value as text: a text value equal to it, or an
+// integer one (pgbench's bid) whose digits are it.
+func routedTo(v any, tenant string) bool {
+	switch v := v.(type) {
+	case string:
+		return v == tenant
+	case json.Number:
+		return v.String() == tenant
+	}
+	return false
 }
 
 func decode(line string) (map[string]any, error) {
