@@ -105,36 +105,26 @@ func readPrivate(path string) (string, error) {
 // PrivateDir creates dir (and its parents) with DirMode when missing and
 // takes group and other permissions off it when it exists and this process
 // owns it, so what sluice keeps there is readable by its own user only.
-func PrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, DirMode); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if fi.Mode().Perm()&0o077 != 0 && ownedBySelf(fi) {
-		if err := os.Chmod(dir, fi.Mode().Perm()&^0o077); err != nil {
-			return fmt.Errorf("restricting %s to its owner: %w", dir, err)
-		}
-	}
-	return nil
-}
+func PrivateDir(dir string) error { return ownDir(dir, DirMode, 0o077, dir) }
 
 // DataDir creates data_dir with DataDirMode when missing and, when this
 // process owns an existing one, takes every permission but traversal off
 // group and others.
-func DataDir(dir string) error {
-	if err := os.MkdirAll(dir, DataDirMode); err != nil {
-		return fmt.Errorf("creating data_dir %s: %w", dir, err)
+func DataDir(dir string) error { return ownDir(dir, DataDirMode, 0o066, "data_dir "+dir) }
+
+// ownDir creates dir with mode when missing and, when this process owns an
+// existing one, takes the permissions in drop off it.
+func ownDir(dir string, mode, drop os.FileMode, what string) error {
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return fmt.Errorf("creating %s: %w", what, err)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
-	if fi.Mode().Perm()&0o066 != 0 && ownedBySelf(fi) {
-		if err := os.Chmod(dir, fi.Mode().Perm()&^0o066); err != nil {
-			return fmt.Errorf("restricting data_dir %s to its owner: %w", dir, err)
+	if fi.Mode().Perm()&drop != 0 && ownedBySelf(fi) {
+		if err := os.Chmod(dir, fi.Mode().Perm()&^drop); err != nil {
+			return fmt.Errorf("restricting %s to its owner: %w", what, err)
 		}
 	}
 	return nil
