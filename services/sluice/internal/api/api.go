@@ -46,6 +46,10 @@ var ErrNotFound = errors.New("not found")
 // ErrBadRequest wraps a caller mistake; the API answers 400.
 var ErrBadRequest = errors.New("bad request")
 
+// ErrConflict wraps a request the current configuration or state cannot
+// carry out as asked; the API answers 409.
+var ErrConflict = errors.New("conflict")
+
 // Deps is what the API serves from.
 type Deps struct {
 	Reads    Reads // nil in processes without a catalog
@@ -111,6 +115,8 @@ func (a *handler) fail(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrBadRequest):
 		code = http.StatusBadRequest
+	case errors.Is(err, ErrConflict):
+		code = http.StatusConflict
 	case errors.Is(err, ErrGone):
 		code = http.StatusGone
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/httpx"
@@ -114,6 +115,9 @@ func (a *handler) resyncScope(req ResyncRequest) (string, *string, error) {
 		if err != nil {
 			return "", nil, err
 		}
+		if err := a.oneValue(req.Table, name); err != nil {
+			return "", nil, err
+		}
 		return name, req.Value, nil
 	case req.Destination != "":
 		if err := checkName(req.Destination); err != nil {
@@ -123,9 +127,34 @@ func (a *handler) resyncScope(req ResyncRequest) (string, *string, error) {
 		if err != nil {
 			return "", nil, err
 		}
+		if err := a.oneValue(req.Table, req.Destination); err != nil {
+			return "", nil, err
+		}
 		return req.Destination, &v, nil
 	}
 	return "", nil, nil
+}
+
+// oneValue refuses a scoped resync of a destination that destinations.list
+// maps more than one routing value to: the resync copies the rows of one
+// value, and its clear then removes every row of the destination, so the
+// other values' rows would vanish from later snapshots.
+func (a *handler) oneValue(table, name string) error {
+	dc := a.d.Config.Destinations
+	if dc.Mode != "list" {
+		return nil
+	}
+	var values []string
+	for v, n := range dc.List {
+		if n == name {
+			values = append(values, v)
+		}
+	}
+	if len(values) < 2 {
+		return nil
+	}
+	slices.Sort(values)
+	return errors.Join(ErrConflict, fmt.Errorf("destination %s holds the rows of %d routing values (%s, destinations.list): a resync of one destination copies one value's rows, so resync the whole table instead (sluice resync --table %s)", name, len(values), strings.Join(values, ", "), table))
 }
 
 // destinationValue is the routing value a destination name stands for:

@@ -110,3 +110,58 @@ func TestResyncsHTTP(t *testing.T) {
 }
 
 func jsonID(id int64) string { b, _ := json.Marshal(id); return string(b) }
+
+// In destinations.mode list two routing values may share one destination.
+// A scoped resync copies the rows of one value and its clear removes every
+// row of the destination, so the other value's rows would vanish from later
+// snapshots: such a resync is refused (409, naming the values and the
+// table-wide resync), by name and by value alike; a destination of one
+// value is resynced as before (the control).
+func TestScopedResyncOfSharedDestinationRefused(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := state.Migrate(ctx, pool, "sluice"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Source.Tables = []string{"public.orders"}
+	cfg.Destinations.Mode = "list"
+	cfg.Destinations.List = map[string]string{"acme": "shared", "acme-eu": "shared", "solo": "single"}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := httpx.New("127.0.0.1:0", "tok", prometheus.NewRegistry(), log)
+	Register(h, Deps{Log: log, Config: cfg, Resyncs: state.NewResyncs(pool, "sluice")})
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	post := func(body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/resyncs", strings.NewReader(body))
+		req.Header.Set(ClientHeader, "test")
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, body := range []string{
+		`{"table":"public.orders","destination":"shared"}`,
+		`{"table":"public.orders","value":"acme"}`,
+	} {
+		code, msg := post(body)
+		if code != http.StatusConflict || !strings.Contains(msg, "acme, acme-eu") || !strings.Contains(msg, "sluice resync --table public.orders") {
+			t.Errorf("POST %s: %d %s, want 409 naming both values and the table-wide resync", body, code, msg)
+		}
+	}
+	if code, msg := post(`{"table":"public.orders","destination":"single"}`); code != http.StatusOK {
+		t.Errorf("control: a destination of one value: %d %s", code, msg)
+	}
+	if code, msg := post(`{"table":"public.orders"}`); code != http.StatusOK {
+		t.Errorf("control: the whole table: %d %s", code, msg)
+	}
+}
