@@ -17,6 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-cdc/sluice/proto"
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/httpx"
@@ -36,6 +41,53 @@ type PurgeStatus struct {
 	// ("" when none was made), with the failure's message.
 	Request string `json:"request,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Remains are what the purge of the catalog and the packs leaves that
+	// still holds the destination's rows or its name, each with when it
+	// goes (remains).
+	Remains []Remaining `json:"remains,omitempty"`
+}
+
+// Remaining is one place a purged destination's rows or name still are.
+type Remaining struct {
+	What  string     `json:"what"`
+	Count int        `json:"count,omitempty"`
+	Until *time.Time `json:"until,omitempty"` // when the last of it goes by itself; absent: it stays
+	How   string     `json:"how"`             // what removes it sooner, or why it stays
+}
+
+// remains lists what outlives the purge of destination name: its dead
+// letters (counted from their Sluice-Destination header, at most
+// maxHaltScan read; a segment's dead letter names no one destination and
+// is not counted), its claim-check objects, and its state rows.
+func (a *handler) remains(ctx context.Context, name string) []Remaining {
+	var out []Remaining
+	if a.d.JS != nil {
+		if stream, err := a.d.JS.Stream(ctx, proto.StreamDLQ); err == nil {
+			if info, err := stream.Info(ctx); err == nil && info.State.Msgs > 0 {
+				n, last := 0, time.Time{}
+				_ = scanDLQ(ctx, stream, proto.SubjectDLQAll, int(min(info.State.Msgs, maxHaltScan)), time.Second, func(_ uint64, at time.Time, m jetstream.Msg) {
+					if m.Headers().Get(proto.HeaderDestination) == name {
+						n++
+						if at.After(last) {
+							last = at
+						}
+					}
+				})
+				if n > 0 {
+					until := last.Add(info.Config.MaxAge)
+					out = append(out, Remaining{What: "dead letters (they hold its rows)", Count: n, Until: &until,
+						How: "sluice dlq list shows them (their sequences), sluice dlq purge --seq N removes one now; the DLQ drops each one its max age after it was written"})
+				}
+			}
+		}
+	}
+	grace := a.d.Config.Catalog.EffectiveClaimsGrace(a.d.Config.NATS)
+	until := time.Now().Add(grace)
+	out = append(out, Remaining{What: "claim-check objects of its large values (" + proto.ClaimsDir + "/ in the pack store), if any", Until: &until,
+		How: "claim collection deletes each once it is past the frontier and older than catalog.claims_grace (" + grace.String() + ")"})
+	out = append(out, Remaining{What: "its name in the state database (" + a.d.Config.State.Schema + ".destination_states, retired, and its cursor in " + a.d.Config.State.Schema + ".cursors)",
+		How: "kept: the retired state is what makes the router drop the rows the source still sends for it"})
+	return out
 }
 
 // RequestPurge implements Purges.
@@ -116,6 +168,7 @@ func (a *handler) purge(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	st.Remains = a.remains(r.Context(), name)
 	writeJSON(w, http.StatusAccepted, st)
 }
 
@@ -134,5 +187,6 @@ func (a *handler) purgeStatus(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	st.Remains = a.remains(r.Context(), name)
 	writeJSON(w, http.StatusOK, st)
 }

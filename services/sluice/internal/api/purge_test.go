@@ -12,7 +12,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/config"
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
@@ -73,9 +77,20 @@ func TestPurgeHTTP(t *testing.T) {
 	}
 	l = res.Lease
 
+	// Two dead letters of shop1 (an indexer's, naming it) and one of shop2.
+	env := newDLQEnv(t)
+	for _, d := range []string{"shop1", "shop2", "shop1"} {
+		hdr := nats.Header{}
+		hdr.Set(proto.HeaderDestination, d)
+		hdr.Set(proto.HeaderStage, "indexer")
+		hdr.Set(proto.HeaderReason, "corrupt pack")
+		if _, err := env.js.PublishMsg(ctx, &nats.Msg{Subject: proto.DLQSubject("indexer"), Header: hdr, Data: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := httpx.New("127.0.0.1:0", "", prometheus.NewRegistry(), log)
-	Register(h, Deps{Log: log, States: states, Reads: CatalogReads{C: c}})
+	Register(h, Deps{Log: log, States: states, Reads: CatalogReads{C: c}, JS: env.js, Config: config.Default()})
 	srv := httptest.NewServer(h.Handler())
 	defer srv.Close()
 	call := func(method, path string, out any) (int, string) {
@@ -119,6 +134,26 @@ func TestPurgeHTTP(t *testing.T) {
 	}
 	if code, body := call("GET", "/api/v1/destinations/shop1/purge", &st); code != 200 || !st.Done || st.Request != catalog.PurgeDone {
 		t.Fatalf("after the publisher ran it: %d %s", code, body)
+	}
+	// What the purge leaves is said, with when it goes: its two dead
+	// letters (until the DLQ's max age), its claims (claims_grace) and its
+	// name in the state database (kept).
+	var dead, claims, names *Remaining
+	for i, r := range st.Remains {
+		switch {
+		case strings.HasPrefix(r.What, "dead letters"):
+			dead = &st.Remains[i]
+		case strings.HasPrefix(r.What, "claim-check"):
+			claims = &st.Remains[i]
+		case strings.Contains(r.What, "destination_states"):
+			names = &st.Remains[i]
+		}
+	}
+	if dead == nil || dead.Count != 2 || dead.Until == nil || time.Until(*dead.Until) < 6*24*time.Hour {
+		t.Errorf("remains say of the dead letters %+v, want 2 until about 7 days from now (all: %+v)", dead, st.Remains)
+	}
+	if claims == nil || claims.Until == nil || names == nil || names.Until != nil {
+		t.Errorf("remains %+v: want the claims with an expiry and the state rows kept", st.Remains)
 	}
 	if code, body := call("GET", "/api/v1/destinations/shop2/purge", &st); code != 200 || st.Done || st.Members != 1 {
 		t.Fatalf("the other destination: %d %s", code, body)

@@ -7,6 +7,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -60,6 +61,7 @@ unpin it first). The command waits, printing progress, until nothing of it remai
 						return json.NewEncoder(out).Encode(st)
 					}
 					fmt.Fprintf(out, "%s: purged: no pack, segment or catalog row holds it\n", name)
+					printRemains(out, st.Remains)
 					return nil
 				case st.Request == "failed":
 					return &exitError{1, fmt.Errorf("purging %s failed: %s", name, st.Message)}
@@ -81,4 +83,20 @@ unpin it first). The command waits, printing progress, until nothing of it remai
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the final status as JSON")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting after this long")
 	return cmd
+}
+
+// printRemains says what a purge of the catalog and the packs left that
+// still holds the destination's rows or its name, and when it goes.
+func printRemains(out io.Writer, rs []api.Remaining) {
+	for _, r := range rs {
+		what := r.What
+		if r.Count > 0 {
+			what = fmt.Sprintf("%d %s", r.Count, r.What)
+		}
+		when := "stays"
+		if r.Until != nil {
+			when = "gone by " + r.Until.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(out, "  still: %s (%s): %s\n", what, when, r.How)
+	}
 }
