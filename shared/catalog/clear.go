@@ -45,8 +45,8 @@ func (c *Catalog) clearPredicate(ctx context.Context, v uint64, destination stri
 	if ok {
 		return pred, nil
 	}
-	q := fmt.Sprintf("SELECT tupleElement(_sluice_m, 1), tupleElement(_sluice_m, 2), _sluice_n FROM (SELECT max(tuple(%s, %s)) AS _sluice_m, count() AS _sluice_n FROM %s WHERE %s = %s AND %s AND %s = %s)",
-		ident(proto.ColLSN), ident(proto.ColSeq), c.rowsTable(ti), ident(rowDest), quote(destination), members, ident(proto.ColOp), opClear)
+	q := fmt.Sprintf("SELECT tupleElement(_sluice_m, 1), tupleElement(_sluice_m, 2), _sluice_n FROM (SELECT max(tuple(%s, %s)) AS _sluice_m, count() AS _sluice_n FROM %s WHERE %s = %s AND %s AND %s = %s)%s",
+		ident(proto.ColLSN), ident(proto.ColSeq), c.rowsTable(ti), ident(rowDest), quote(destination), members, ident(proto.ColOp), opClear, c.readLimits.settings())
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return "", fmt.Errorf("reading the clears of %s of %s at version %d: %w", table, destination, v, err)

@@ -222,6 +222,23 @@ type IndexLimits struct {
 	MaxTime time.Duration
 }
 
+// The read limits' defaults (Options.ReadLimits): a page of at most
+// 100,000 rows resolves in seconds; these only stop a pathological read.
+const (
+	DefaultReadMaxMemory = 2 << 30
+	DefaultReadMaxTime   = 2 * time.Minute
+)
+
+func (l IndexLimits) readDefaults() IndexLimits {
+	if l.MaxMemory <= 0 {
+		l.MaxMemory = DefaultReadMaxMemory
+	}
+	if l.MaxTime <= 0 {
+		l.MaxTime = DefaultReadMaxTime
+	}
+	return l
+}
+
 func (l IndexLimits) withDefaults() IndexLimits {
 	if l.MaxMemory <= 0 {
 		l.MaxMemory = DefaultIndexMaxMemory

@@ -302,7 +302,7 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	// primary-key order (the rows table is sorted by destination, key), so
 	// the resolution below aggregates one page, not the destination.
 	kq := "SELECT " + strings.Join(keyCols, ", ") + " FROM " + c.rowsTable(ti) + " WHERE " + where +
-		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT 1 BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit)
+		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT 1 BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit) + c.readLimits.settings()
 	keys, err := c.conn.Query(ctx, kq)
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)
@@ -317,7 +317,7 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 		return Page{}, err
 	}
 	order := append([]string{ident(rowDest)}, keyCols...)
-	q := c.resolution(ti, where+" AND "+upTo, req.SystemColumns) + " ORDER BY " + strings.Join(order, ", ")
+	q := c.resolution(ti, where+" AND "+upTo, req.SystemColumns) + " ORDER BY " + strings.Join(order, ", ") + c.readLimits.settings()
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)

@@ -56,6 +56,11 @@ type Options struct {
 	Log    *slog.Logger
 	// Limits bound every indexing statement and pack verification (index.go).
 	Limits IndexLimits
+	// ReadLimits bound every statement that reads a destination's rows
+	// (Read, and exports, which page through it), so that no read can take
+	// the engine's memory or hold it for long (on chDB the indexer and the
+	// publisher wait behind it). 0: DefaultReadMaxMemory, DefaultReadMaxTime.
+	ReadLimits IndexLimits
 	// GCGrace is catalog.gc_grace: how long a continuing read of an
 	// expired snapshot still reads (retention.go); default 1h.
 	GCGrace time.Duration
@@ -68,6 +73,8 @@ type Catalog struct {
 	n      names
 	log    *slog.Logger
 	limits IndexLimits
+	// readLimits: see Options.ReadLimits.
+	readLimits IndexLimits
 	// gcGrace: see Options.GCGrace.
 	gcGrace time.Duration
 
@@ -146,7 +153,7 @@ func New(conn Conn, opts Options) *Catalog {
 	if opts.GCGrace <= 0 {
 		opts.GCGrace = time.Hour
 	}
-	return &Catalog{conn: conn, n: names{prefix: opts.Prefix}, log: opts.Log, limits: opts.Limits.withDefaults(), gcGrace: opts.GCGrace, tables: map[string]*tableState{},
+	return &Catalog{conn: conn, n: names{prefix: opts.Prefix}, log: opts.Log, limits: opts.Limits.withDefaults(), readLimits: opts.ReadLimits.readDefaults(), gcGrace: opts.GCGrace, tables: map[string]*tableState{},
 		ignoreClears: unsafeIgnoreClears(opts.Log)}
 }
 
