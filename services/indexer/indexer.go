@@ -73,6 +73,9 @@ type Indexer struct {
 	mu      sync.Mutex // guards status and bad
 	status  Status
 	bad     map[string]bool // paths the reconciler already dead-lettered
+	// badLoaded: bad holds the files the DLQ already names
+	// (loadDeadLettered; only the reconciler goroutine touches it).
+	badLoaded bool
 	// suspects are the paths the last reconcile pass found missing from
 	// the inventory (only the reconciler goroutine touches it).
 	suspects map[string]bool

@@ -11,10 +11,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/catalog"
+	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 )
 
@@ -145,6 +147,12 @@ func (ix *Indexer) cleanTemp(ctx context.Context) {
 // reach again is checked by its path.
 func (ix *Indexer) Reconcile(ctx context.Context) (int, error) {
 	storeID := ix.deps.Packs.ID()
+	if !ix.badLoaded {
+		if err := ix.loadDeadLettered(ctx, storeID); err != nil {
+			return 0, fmt.Errorf("reading the files already dead-lettered: %w", err)
+		}
+		ix.badLoaded = true
+	}
 	var batch []item
 	var rows int64
 	total := 0
@@ -334,6 +342,38 @@ const (
 // packIDOf is the pack id of a store path <destination>/<table>/<id>.arrow.
 func packIDOf(path string) string {
 	return strings.TrimSuffix(path[strings.LastIndexByte(path, '/')+1:], ".arrow")
+}
+
+// maxDeadLetteredScan bounds the dead letters loadDeadLettered reads.
+const maxDeadLetteredScan = 100_000
+
+// loadDeadLettered marks bad every file of store storeID that a dead letter
+// of the indexer in the DLQ already names: a restarted indexer does not
+// dead-letter it again once JetStream's duplicate window (2 minutes) has
+// passed, which would list one more halt of its destinations per restart.
+// A file whose dead letter was replayed or purged is checked again.
+func (ix *Indexer) loadDeadLettered(ctx context.Context, storeID string) error {
+	stream, err := ix.deps.JS.Stream(ctx, proto.StreamDLQ)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil || info.State.Msgs == 0 {
+		return err
+	}
+	n := 0
+	err = natsx.ScanStream(ctx, stream, proto.DLQSubject("indexer"), int(min(info.State.Msgs, maxDeadLetteredScan)), time.Second, func(_ uint64, _ time.Time, m jetstream.Msg) {
+		if path := m.Headers().Get(HeaderPackPath); path != "" && m.Headers().Get(HeaderStoreID) == storeID {
+			ix.markBad(path)
+			n++
+		}
+	})
+	if n > 0 {
+		ix.log.Info("files already dead-lettered are not checked again until replayed or purged", "files", n)
+	}
+	return err
 }
 
 func (ix *Indexer) markBad(path string) {

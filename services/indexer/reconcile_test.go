@@ -3,8 +3,10 @@ package indexer_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/indexer"
@@ -122,6 +124,13 @@ func TestReconcileDeadLettersEveryCorruptPack(t *testing.T) {
 		}
 	}
 	for round := range 2 {
+		if round == 1 {
+			// The restart comes after JetStream's duplicate window (2
+			// minutes; made 100 ms here): the same dead letter would be
+			// stored again, so the new indexer must know the files the DLQ
+			// already names.
+			shrinkDuplicateWindow(t, h.js, proto.StreamDLQ, 100*time.Millisecond)
+		}
 		ix, err := indexer.New(h.cfg, indexer.Deps{JS: h.js, Catalog: h.conn, Packs: h.store})
 		if err != nil {
 			t.Fatal(err)
@@ -166,4 +175,24 @@ func TestReconcileDeadLettersEveryCorruptPack(t *testing.T) {
 			rec.Release()
 		}
 	}
+}
+
+// shrinkDuplicateWindow sets stream's Nats-Msg-Id duplicate window to d
+// and waits it out, so a message published again after it is stored again.
+func shrinkDuplicateWindow(t *testing.T, js jetstream.JetStream, stream string, d time.Duration) {
+	t.Helper()
+	s, err := js.Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := info.Config
+	cfg.Duplicates = d
+	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * d)
 }

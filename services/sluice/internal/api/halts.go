@@ -29,6 +29,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/arrowcodec"
+	"github.com/sluice-cdc/sluice/shared/natsx"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -238,7 +239,7 @@ func scanIndexerDeadLetters(ctx context.Context, stream jetstream.Stream, total 
 		return nil, nil
 	}
 	var out []PackHalt
-	err := scanDLQ(ctx, stream, subject, int(min(total, maxHaltScan)), time.Second, func(seq uint64, at time.Time, m jetstream.Msg) {
+	err := natsx.ScanStream(ctx, stream, subject, int(min(total, maxHaltScan)), time.Second, func(seq uint64, at time.Time, m jetstream.Msg) {
 		out = append(out, haltOf(seq, at, m.Headers(), m.Data()))
 	})
 	if err != nil {

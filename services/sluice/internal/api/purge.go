@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/natsx"
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/httpx"
@@ -65,7 +66,7 @@ func (a *handler) remains(ctx context.Context, name string) []Remaining {
 		if stream, err := a.d.JS.Stream(ctx, proto.StreamDLQ); err == nil {
 			if info, err := stream.Info(ctx); err == nil && info.State.Msgs > 0 {
 				n, last := 0, time.Time{}
-				_ = scanDLQ(ctx, stream, proto.SubjectDLQAll, int(min(info.State.Msgs, maxHaltScan)), time.Second, func(_ uint64, at time.Time, m jetstream.Msg) {
+				_ = natsx.ScanStream(ctx, stream, proto.SubjectDLQAll, int(min(info.State.Msgs, maxHaltScan)), time.Second, func(_ uint64, at time.Time, m jetstream.Msg) {
 					if m.Headers().Get(proto.HeaderDestination) == name {
 						n++
 						if at.After(last) {
