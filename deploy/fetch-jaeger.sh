@@ -5,7 +5,7 @@
 # directives), so it is downloaded and built inside its module directory.
 # About 7 minutes on 2 cores the first time; instant afterwards.
 set -euo pipefail
-VERSION="${JAEGER_VERSION:-v1.76.0}"
+VERSION="${JAEGER_VERSION:-v1.75.0}"
 CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}/bin"
 OUT="$CACHE/jaeger-$VERSION"
 if [ -x "$OUT" ]; then
