@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
 	"github.com/sluice-cdc/sluice/shared/chtest"
 	"github.com/sluice-cdc/sluice/shared/packstore"
 )
@@ -20,21 +21,29 @@ type recordingConn struct {
 	catalog.Conn
 	mu    sync.Mutex
 	stmts []string
+	// behind counts the statements whose context yields the engine to the
+	// pipeline's (chdb.Behind), front the others.
+	behind, front int
 }
 
-func (r *recordingConn) record(q string) {
+func (r *recordingConn) record(ctx context.Context, q string) {
 	r.mu.Lock()
 	r.stmts = append(r.stmts, q)
+	if chdb.IsBehind(ctx) {
+		r.behind++
+	} else {
+		r.front++
+	}
 	r.mu.Unlock()
 }
 
 func (r *recordingConn) Exec(ctx context.Context, q string) error {
-	r.record(q)
+	r.record(ctx, q)
 	return r.Conn.Exec(ctx, q)
 }
 
 func (r *recordingConn) Query(ctx context.Context, q string) (*catalog.Result, error) {
-	r.record(q)
+	r.record(ctx, q)
 	return r.Conn.Query(ctx, q)
 }
 

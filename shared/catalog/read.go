@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/proto"
+	"github.com/sluice-cdc/sluice/shared/catalog/chdb"
 )
 
 // Snapshot is one published catalog snapshot.
@@ -257,7 +258,12 @@ type Page struct {
 // snapshot: per primary key the newest row among the snapshot's packs,
 // tombstones removed, TOAST-unchanged columns filled from the newest earlier
 // value; each row a JSON object equal to the source row's to_jsonb(row).
+//
+// Its statements yield the embedded engine to the pipeline's (chdb.Behind):
+// a read waits while the indexer, publisher or compaction waits, so reads
+// never hold through_lsn back.
 func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
+	ctx = chdb.Behind(ctx)
 	if err := proto.ValidateDestination(req.Destination); err != nil {
 		return Page{}, err
 	}

@@ -36,7 +36,10 @@ func TestReadStatementsAreBounded(t *testing.T) {
 			var l catalog.Lease
 			s := lpublish(t, cat, &l)
 			rec.mu.Lock()
-			rec.stmts = nil
+			if rec.behind != 0 || rec.front == 0 {
+				t.Fatalf("indexing and publishing: %d statements behind reads' priority, %d in front; want none behind", rec.behind, rec.front)
+			}
+			rec.stmts, rec.front = nil, 0
 			rec.mu.Unlock()
 			p, err := cat.Read(t.Context(), catalog.ReadRequest{Destination: "shop1", Table: catalogtest.Items.Name, Version: s.Version, Limit: 1000})
 			if err != nil {
@@ -56,6 +59,9 @@ func TestReadStatementsAreBounded(t *testing.T) {
 					}
 				}
 				bounded++
+			}
+			if rec.front != 0 || rec.behind != len(rec.stmts) {
+				t.Fatalf("a read sent %d of its %d statements ahead of the pipeline's (not chdb.Behind)", rec.front, len(rec.stmts))
 			}
 			if bounded < 2 {
 				t.Fatalf("%d bounded read statements, want the key range and the resolution: %q", bounded, rec.stmts)

@@ -281,6 +281,13 @@ type HTTP struct {
 	// Pprof mounts net/http/pprof under /debug/pprof/ (behind the token
 	// when one is set); off by default.
 	Pprof bool `yaml:"pprof"`
+	// MaxReads caps the reads of destination rows the API serves at once
+	// (a rows page each, an export for its whole length); one past the cap
+	// waits up to ReadQueueWait for a slot, then is answered 503 with
+	// Retry-After. Default 4.
+	MaxReads int `yaml:"max_reads"`
+	// ReadQueueWait is how long a read waits for a slot. Default 10s.
+	ReadQueueWait time.Duration `yaml:"read_queue_wait"`
 }
 
 // Telemetry is logs, traces and metrics.
@@ -371,7 +378,7 @@ func Default() Config {
 			MaxStatementTime:  30 * time.Second,
 		},
 		Publisher: Publisher{Interval: time.Second, LeaseTTL: 10 * time.Second},
-		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
+		HTTP:      HTTP{Listen: "127.0.0.1:8080", MaxReads: 4, ReadQueueWait: 10 * time.Second},
 		Telemetry: Telemetry{LogLevel: "info", LogFormat: "auto", DestinationNames: "plain"},
 		Demo:      Demo{Tenants: 300, Rate: 20},
 	}

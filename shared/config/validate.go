@@ -143,6 +143,8 @@ func (c *Config) Validate() error {
 		{"publisher.lease_ttl", int64(c.Publisher.LeaseTTL)},
 		{"nats.max_age", int64(c.NATS.MaxAge)},
 		{"nats.max_bytes", int64(c.NATS.MaxBytes)},
+		{"http.max_reads", int64(c.HTTP.MaxReads)},
+		{"http.read_queue_wait", int64(c.HTTP.ReadQueueWait)},
 	} {
 		if p.v <= 0 {
 			return bad(p.key, "must be positive")

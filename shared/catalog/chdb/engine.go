@@ -18,7 +18,8 @@ import (
 //     running SELECT sleep(0.1) five times took 2.1 s (serial), and a Go
 //     mutex around every call changed no throughput figure (SELECT 1: about
 //     0.5 ms with 1 or 8 goroutines; a 3M-row sum: about 2.3 ms either way).
-//     So the engine serializes calls itself (sem) — which also makes the
+//     So the engine serializes calls itself (turns, which also lets the
+//     pipeline's statements go before reads) — which also makes the
 //     session's current database safe to switch per call.
 //   - Starting the engine (chdb_connect) installs handlers for SIGSEGV, SIGBUS,
 //     SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGTSTP and signal 34; dlopen
@@ -29,11 +30,12 @@ type engine struct {
 	conn *chdbConnection
 	refs int // guarded by engineMu
 
-	// sem serializes calls into libchdb (capacity 1; a channel so waiting
-	// honours ctx). Lock order: engineMu before sem.
-	sem    chan struct{}
-	curDB  string // the session's current database; guarded by sem
-	closed bool   // guarded by sem
+	// turn serializes calls into libchdb (waiting honours ctx; reads marked
+	// Behind go after the pipeline's statements). Lock order: engineMu
+	// before turn.
+	turn   turns
+	curDB  string // the session's current database; guarded by turn
+	closed bool   // guarded by turn
 }
 
 var (
@@ -72,7 +74,7 @@ func acquireEngine(dir string) (*engine, error) {
 	if conn == nil || conn.internal == nil {
 		return nil, fmt.Errorf("starting chdb engine on %s: chdb_connect failed", abs)
 	}
-	current = &engine{dir: abs, conn: conn, refs: 1, sem: make(chan struct{}, 1), curDB: "default"}
+	current = &engine{dir: abs, conn: conn, refs: 1, curDB: "default"}
 	return current, nil
 }
 
@@ -83,10 +85,10 @@ func (e *engine) release() {
 	if e.refs > 0 {
 		return
 	}
-	e.sem <- struct{}{}
+	_ = e.turn.acquire(context.Background())
 	e.closed = true
 	lib.closeConn(e.conn)
-	<-e.sem
+	e.turn.release()
 	restoreGoSignalHandlers()
 	if current == e {
 		current = nil
@@ -96,15 +98,10 @@ func (e *engine) release() {
 // exec runs query with the session's current database set to db ("" means
 // default), waiting for the engine in turn.
 func (e *engine) exec(ctx context.Context, db, query, format string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
+	if err := e.turn.acquire(ctx); err != nil {
 		return nil, err
 	}
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-e.sem }()
+	defer e.turn.release()
 	if e.closed {
 		return nil, ErrClosed
 	}

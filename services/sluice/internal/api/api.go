@@ -74,7 +74,7 @@ type Deps struct {
 // GET /api/v1/series, which the caller runs (Series.Run) for as long as it
 // serves.
 func Register(h *httpx.Server, d Deps) *Series {
-	a := &handler{d: d, halts: &haltCache{}}
+	a := &handler{d: d, halts: &haltCache{}, reads: newReadCap(d.Config.HTTP.MaxReads, d.Config.HTTP.ReadQueueWait)}
 	h.Handle("GET /api/v1/status", http.HandlerFunc(a.status))
 	registerSnapshots(h, a)
 	h.Handle("GET /api/v1/rows", http.HandlerFunc(a.rows))
@@ -100,6 +100,8 @@ type handler struct {
 	d Deps
 	// halts caches the halts of dead-lettered packs (halts.go).
 	halts *haltCache
+	// reads caps the row reads served at once (readcap.go).
+	reads *readCap
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -119,6 +121,9 @@ func (a *handler) fail(w http.ResponseWriter, err error) {
 		code = http.StatusConflict
 	case errors.Is(err, ErrGone):
 		code = http.StatusGone
+	case errors.Is(err, ErrBusy):
+		code = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		code = http.StatusServiceUnavailable
 	default:
@@ -278,7 +283,13 @@ func (a *handler) rows(w http.ResponseWriter, r *http.Request) {
 		rq.Limit = n
 	}
 	rq.SystemColumns = q.Get("system_columns") == "true"
+	done, err := a.reads.enter(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
 	page, err := a.d.Reads.Rows(r.Context(), rq)
+	done()
 	if err != nil {
 		a.fail(w, err)
 		return

@@ -131,6 +131,12 @@ func (a *handler) export(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	done, err := a.reads.enter(ctx)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	defer done()
 	read := func(ctx context.Context, after string) (export.Page, error) {
 		p, err := a.d.Reads.Rows(ctx, RowsQuery{Destination: dest, Table: table, Snapshot: v, After: after, Limit: exportPageRows})
 		return export.Page{Rows: p.Rows, Next: p.Next}, err
