@@ -1,6 +1,7 @@
 package api
 
-// Tenant erasure (catalog purge.go):
+// Tenant erasure (catalog purge.go; the request also erases the
+// destination's dead letters, eraseDeadLetters):
 //
 //	POST /api/v1/destinations/{name}/purge   ask the active publisher to purge a retired destination
 //	GET  /api/v1/destinations/{name}/purge   what remains of it, and the request's state
@@ -46,6 +47,9 @@ type PurgeStatus struct {
 	// still holds the destination's rows or its name, each with when it
 	// goes (remains).
 	Remains []Remaining `json:"remains,omitempty"`
+	// DeadLettersErased is how many of its dead letters the request
+	// erased from the DLQ (the POST's answer only).
+	DeadLettersErased int `json:"dead_letters_erased,omitempty"`
 }
 
 // Remaining is one place a purged destination's rows or name still are.
@@ -58,8 +62,10 @@ type Remaining struct {
 
 // remains lists what outlives the purge of destination name: its dead
 // letters (counted from their Sluice-Destination header, at most
-// maxHaltScan read; a segment's dead letter names no one destination and
-// is not counted), its claim-check objects, and its state rows.
+// maxHaltScan read; the purge request erases them, so any here came
+// after it or its erasure failed; a segment's dead letter names no one
+// destination and is not counted), its claim-check objects, and its state
+// rows.
 func (a *handler) remains(ctx context.Context, name string) []Remaining {
 	var out []Remaining
 	if a.d.JS != nil {
@@ -89,6 +95,47 @@ func (a *handler) remains(ctx context.Context, name string) []Remaining {
 	out = append(out, Remaining{What: "its name in the state database (" + a.d.Config.State.Schema + ".destination_states, retired, and its cursor in " + a.d.Config.State.Schema + ".cursors)",
 		How: "kept: the retired state is what makes the router drop the rows the source still sends for it"})
 	return out
+}
+
+// eraseDeadLetters removes from the DLQ every dead letter whose
+// Sluice-Destination header names destination (a router's or indexer's
+// dead letter of its rows or its pack), overwriting each on disk
+// (SecureDeleteMsg): they hold its rows, and its erasure must not wait for
+// the DLQ's max age. A dead letter naming several destinations (a segment)
+// has no such header and stays: it holds the others' halts. It returns how
+// many it erased.
+func (a *handler) eraseDeadLetters(ctx context.Context, destination string) (int, error) {
+	if a.d.JS == nil {
+		return 0, nil
+	}
+	stream, err := a.d.JS.Stream(ctx, proto.StreamDLQ)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("opening stream %s: %w", proto.StreamDLQ, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading stream %s: %w", proto.StreamDLQ, err)
+	}
+	if info.State.Msgs == 0 {
+		return 0, nil
+	}
+	var seqs []uint64
+	if err := natsx.ScanStream(ctx, stream, proto.SubjectDLQAll, int(info.State.Msgs), time.Second, func(seq uint64, _ time.Time, m jetstream.Msg) {
+		if m.Headers().Get(proto.HeaderDestination) == destination {
+			seqs = append(seqs, seq)
+		}
+	}); err != nil {
+		return 0, fmt.Errorf("scanning stream %s: %w", proto.StreamDLQ, err)
+	}
+	for i, seq := range seqs {
+		if err := stream.SecureDeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return i, fmt.Errorf("erasing dead letter %d: %w", seq, err)
+		}
+	}
+	return len(seqs), nil
 }
 
 // RequestPurge implements Purges.
@@ -163,13 +210,18 @@ func (a *handler) purge(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.d.Log.Info("destination purge requested", "destination", name)
+	erased, err := a.eraseDeadLetters(r.Context(), name)
+	if err != nil {
+		a.fail(w, fmt.Errorf("the purge is requested, but erasing the dead letters of %s failed after %d (ask again to finish): %w", name, erased, err))
+		return
+	}
+	a.d.Log.Info("destination purge requested", "destination", name, "dead_letters_erased", erased)
 	st, err := p.PurgeStatus(r.Context(), name)
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	st.Remains = a.remains(r.Context(), name)
+	st.Remains, st.DeadLettersErased = a.remains(r.Context(), name), erased
 	writeJSON(w, http.StatusAccepted, st)
 }
 

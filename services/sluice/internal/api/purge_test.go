@@ -126,7 +126,7 @@ func TestPurgeHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st PurgeStatus
-	if code, body := call("POST", "/api/v1/destinations/shop1/purge", &st); code != http.StatusAccepted || st.Request != catalog.PurgeRequested || st.Done || st.Members != 2 {
+	if code, body := call("POST", "/api/v1/destinations/shop1/purge", &st); code != http.StatusAccepted || st.Request != catalog.PurgeRequested || st.Done || st.Members != 2 || st.DeadLettersErased != 2 {
 		t.Fatalf("purge: %d %s", code, body)
 	}
 	if _, err := c.RunPurges(ctx, l, 10*time.Second, store, "purge1"); err != nil {
@@ -135,9 +135,21 @@ func TestPurgeHTTP(t *testing.T) {
 	if code, body := call("GET", "/api/v1/destinations/shop1/purge", &st); code != 200 || !st.Done || st.Request != catalog.PurgeDone {
 		t.Fatalf("after the publisher ran it: %d %s", code, body)
 	}
-	// What the purge leaves is said, with when it goes: its two dead
-	// letters (until the DLQ's max age), its claims (claims_grace) and its
-	// name in the state database (kept).
+	// The request erased shop1's two dead letters (they hold its rows);
+	// shop2's stays.
+	dlq, err := env.js.Stream(ctx, proto.StreamDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := dlq.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("DLQ after the purge of shop1: %+v %v, want shop2's dead letter alone", info, err)
+	}
+	if m, err := dlq.GetMsg(ctx, 2); err != nil || m.Header.Get(proto.HeaderDestination) != "shop2" {
+		t.Fatalf("the dead letter left: %v %v, want shop2's", m, err)
+	}
+	// What the purge leaves is said, with when it goes: its claims
+	// (claims_grace) and its name in the state database (kept); a dead
+	// letter of it that came after the request, until the DLQ's max age.
 	var dead, claims, names *Remaining
 	for i, r := range st.Remains {
 		switch {
@@ -149,11 +161,30 @@ func TestPurgeHTTP(t *testing.T) {
 			names = &st.Remains[i]
 		}
 	}
-	if dead == nil || dead.Count != 2 || dead.Until == nil || time.Until(*dead.Until) < 6*24*time.Hour {
-		t.Errorf("remains say of the dead letters %+v, want 2 until about 7 days from now (all: %+v)", dead, st.Remains)
+	if dead != nil {
+		t.Errorf("remains say of the dead letters %+v, want none: the purge erased them (all: %+v)", dead, st.Remains)
 	}
 	if claims == nil || claims.Until == nil || names == nil || names.Until != nil {
 		t.Errorf("remains %+v: want the claims with an expiry and the state rows kept", st.Remains)
+	}
+	hdr := nats.Header{}
+	hdr.Set(proto.HeaderDestination, "shop1")
+	hdr.Set(proto.HeaderStage, "router")
+	if _, err := env.js.PublishMsg(ctx, &nats.Msg{Subject: proto.DLQSubject("router"), Header: hdr, Data: []byte("late")}); err != nil {
+		t.Fatal(err)
+	}
+	st = PurgeStatus{}
+	if code, body := call("GET", "/api/v1/destinations/shop1/purge", &st); code != 200 {
+		t.Fatalf("status after a late dead letter: %d %s", code, body)
+	}
+	dead = nil
+	for i, r := range st.Remains {
+		if strings.HasPrefix(r.What, "dead letters") {
+			dead = &st.Remains[i]
+		}
+	}
+	if dead == nil || dead.Count != 1 || dead.Until == nil || time.Until(*dead.Until) < 6*24*time.Hour {
+		t.Errorf("remains say of a dead letter written after the purge %+v, want 1 until about 7 days from now (all: %+v)", dead, st.Remains)
 	}
 	if code, body := call("GET", "/api/v1/destinations/shop2/purge", &st); code != 200 || st.Done || st.Members != 1 {
 		t.Fatalf("the other destination: %d %s", code, body)

@@ -47,6 +47,9 @@ unpin it first). The command waits, printing progress, until nothing of it remai
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if st.DeadLettersErased > 0 && !asJSON {
+				fmt.Fprintf(out, "%s: erased its %d dead letters from the DLQ\n", name, st.DeadLettersErased)
+			}
 			deadline := time.Now().Add(timeout)
 			last := ""
 			for {
