@@ -19,8 +19,9 @@ package api
 // value: use value=). 200 {destination, from, to}; 400 on an invalid name,
 // an alias or a bad body; 404 for a routing value that names no destination
 // (unlisted in mode list, or unroutable); 409 on a refused transition, with
-// the reason; a destination that has not been seen yet can be paused or
-// retired ahead of time. The POSTs need
+// the reason; a destination that has not been seen yet can be paused ahead
+// of time, and retired ahead of time only with ?ahead=true (409 without
+// it: a likely typo, and retirement is final). The POSTs need
 // ClientHeader, like the dead-letter endpoints (no cross-site form posts
 // into a tokenless `sluice dev`), and the bearer token when one is set.
 
@@ -56,6 +57,12 @@ var lifecycleActions = map[string]state.DestinationState{
 }
 
 const maxReason = 1024
+
+// paramAhead=true retires a destination never seen (no cursor, no state
+// row): without it that is refused, as a likely typo that would drop a
+// tenant's future rows for good.
+const paramAhead = "ahead"
+
 
 // readReason reads an optional {"reason": "..."} body (at most 64 KiB, the
 // reason at most maxReason bytes) into reason: the body of a lifecycle
@@ -152,6 +159,17 @@ func (a *handler) lifecycleSet(w http.ResponseWriter, r *http.Request, to state.
 	if err := readReason(r, &req.Reason); err != nil {
 		a.fail(w, err)
 		return
+	}
+	if to == state.Retired && r.URL.Query().Get(paramAhead) != "true" {
+		known, _, err := a.d.States.List(r.Context(), state.ListOptions{Name: name, Limit: 1})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		if len(known) == 0 {
+			writeJSON(w, http.StatusConflict, Error{Error: fmt.Sprintf("destination %s was never seen (no pack flushed for it, no state set): retiring it drops every row it would ever get, and retirement is final; check the name, or, to retire it ahead of its first change, ask again with %s=true (sluice destinations retire --ahead)", name, paramAhead)})
+			return
+		}
 	}
 	from, err := a.d.States.Set(r.Context(), name, to, req.Reason)
 	switch {

@@ -80,15 +80,20 @@ func TestLifecycleHTTP(t *testing.T) {
 		ch != (LifecycleChange{"shop1", state.Active, state.Paused}) {
 		t.Fatalf("pause: %d %+v", code, ch)
 	}
-	if code := call("POST", "/api/v1/destinations/shop2/retire", "", true, "tok", &ch); code != 200 || ch.To != state.Retired {
-		t.Fatalf("retire: %d %+v", code, ch)
+	// Never seen: retired ahead of time only when asked so (a typo would
+	// drop a tenant's rows for good).
+	var e Error
+	if code := call("POST", "/api/v1/destinations/shop2/retire", "", true, "tok", &e); code != http.StatusConflict || !strings.Contains(e.Error, "never seen") || !strings.Contains(e.Error, "ahead=true") {
+		t.Fatalf("retire never seen: %d %+v", code, e)
+	}
+	if code := call("POST", "/api/v1/destinations/shop2/retire?ahead=true", "", true, "tok", &ch); code != 200 || ch.To != state.Retired {
+		t.Fatalf("retire ahead: %d %+v", code, ch)
 	}
 	var rows []state.DestinationStateRow
 	if code := call("GET", "/api/v1/destinations/states", "", false, "tok", &rows); code != 200 || len(rows) != 2 ||
 		rows[0].Destination != "shop1" || rows[0].Reason != "maintenance" || rows[1].State != state.Retired {
 		t.Fatalf("states: %d %+v", code, rows)
 	}
-	var e Error
 	if code := call("POST", "/api/v1/destinations/shop2/resume", "", true, "tok", &e); code != http.StatusConflict || !strings.Contains(e.Error, "gap") {
 		t.Fatalf("resume retired: %d %+v", code, e)
 	}
@@ -147,6 +152,13 @@ func TestLifecycleHTTP(t *testing.T) {
 		if code := call("POST", path, "", true, "tok", &e); code != http.StatusBadRequest {
 			t.Fatalf("POST %s: %d %+v", path, code, e)
 		}
+	}
+	// Seen (a state row, here a pause): retired without ahead.
+	if code := call("POST", "/api/v1/destinations/shop3/pause", "", true, "tok", &ch); code != 200 {
+		t.Fatalf("pause shop3: %d %+v", code, ch)
+	}
+	if code := call("POST", "/api/v1/destinations/retire?destination=shop3", "", true, "tok", &ch); code != 200 || ch.From != state.Paused || ch.To != state.Retired {
+		t.Fatalf("retire a seen destination: %d %+v", code, ch)
 	}
 
 	// A process without the state database says so.

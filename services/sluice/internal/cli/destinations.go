@@ -96,7 +96,7 @@ func newDestinationsListCmd(g *globalFlags) *cobra.Command {
 
 func newDestinationActionCmd(g *globalFlags, action string) *cobra.Command {
 	var reason, value string
-	var yes bool
+	var yes, ahead bool
 	short := map[string]string{
 		"pause":  "Pause a destination: keep buffering its changes, flush nothing",
 		"resume": "Resume a paused, draining or drained destination",
@@ -132,6 +132,9 @@ tenant's own routing value, as the router names it. Neither is ever taken for th
 					return &exitError{2, err}
 				}
 			}
+			if ahead {
+				q.Set("ahead", "true")
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -148,6 +151,7 @@ tenant's own routing value, as the router names it. Neither is ever taken for th
 	cmd.Flags().StringVar(&value, "value", "", "the destination of this routing value (a tenant's own value, named as the router names it)")
 	if action == "retire" {
 		cmd.Flags().BoolVar(&yes, "yes", false, "retire without asking")
+		cmd.Flags().BoolVar(&ahead, "ahead", false, "retire a destination never seen yet (no pack flushed, no state set); refused without it")
 	}
 	return cmd
 }
