@@ -162,6 +162,7 @@ func migrateTx(ctx context.Context, tx pgx.Tx, schema string) error {
 	}
 	// The resync queue (resync.go): additive as well.
 	steps = append(steps, resyncsDDL(s)...)
+	steps = append(steps, haltsDDL(s)...)
 	for _, q := range steps {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return err

@@ -66,6 +66,10 @@ type Deps struct {
 	// Resyncs is the live resync queue (resyncs.go); nil in a process
 	// without the state database.
 	Resyncs *state.Resyncs
+	// Halts is the ledger that keeps the halts of dead-lettered packs
+	// past their dead letters (halts.go); nil in a process without the
+	// state database (halts are then read from the DLQ alone).
+	Halts *state.HaltLedger
 	// Links name the embedded NATS server, its monitoring and Jaeger.
 	Links Links
 }
@@ -92,6 +96,13 @@ func Register(h *httpx.Server, d Deps) *Series {
 		sampled = d.Statuses
 	}
 	series := NewSeries(sampled, 0)
+	if d.Halts != nil {
+		series.keepHalts = func(ctx context.Context) {
+			if _, err := a.packHalts(ctx); err != nil && ctx.Err() == nil {
+				d.Log.Warn("recording the halts of dead-lettered packs", "err", err)
+			}
+		}
+	}
 	h.Handle("GET /api/v1/series", http.HandlerFunc(series.serve))
 	return series
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-cdc/sluice/shared/arrowcodec"
 	"github.com/sluice-cdc/sluice/shared/httpx"
 	"github.com/sluice-cdc/sluice/shared/natsx"
+	"github.com/sluice-cdc/sluice/shared/state"
 )
 
 // DLQEntry is one dead letter.
@@ -106,6 +107,23 @@ type DLQ struct {
 	// original stream, rather than REPLAY: a test knob (negative control)
 	// that breaks the reader's publish chain.
 	replayToOrigin bool
+	// ledger keeps the halts of the indexer's dead letters (halts.go):
+	// a replay or purge through here ends them; nil without a state
+	// database.
+	ledger *state.HaltLedger
+}
+
+// endHalts ends the ledger's halts of the dead letters at seqs (nil seqs:
+// every one); a failure is logged by the caller's reply as an error, so
+// the operator asks again rather than leaving a halt behind unnoticed.
+func (d *DLQ) endHalts(ctx context.Context, all bool, seqs ...uint64) error {
+	if d.ledger == nil {
+		return nil
+	}
+	if all {
+		return d.ledger.EndAll(ctx)
+	}
+	return d.ledger.End(ctx, seqs...)
 }
 
 // NewDLQ returns the dead-letter operations over js.
@@ -319,6 +337,9 @@ func (d *DLQ) Replay(ctx context.Context, seq uint64) (ReplayResult, error) {
 	if err := stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return res, fmt.Errorf("deleting replayed dead letter %d (republished as %s/%d): %w", seq, ack.Stream, ack.Sequence, err)
 	}
+	if err := d.endHalts(ctx, false, seq); err != nil {
+		return res, fmt.Errorf("dead letter %d replayed as %s/%d, but its halt is still recorded: %w", seq, ack.Stream, ack.Sequence, err)
+	}
 	return res, nil
 }
 
@@ -360,6 +381,9 @@ func (d *DLQ) Purge(ctx context.Context, stage string, seq uint64) (PurgeResult,
 	if seq > 0 {
 		if stage != "" {
 			_, m, err := d.get(ctx, seq)
+			if errors.Is(err, ErrNotFound) && stage == "indexer" && d.endsGoneHalt(ctx, seq) {
+				return PurgeResult{Purged: 1}, nil
+			}
 			if err != nil {
 				return PurgeResult{}, err
 			}
@@ -369,9 +393,15 @@ func (d *DLQ) Purge(ctx context.Context, stage string, seq uint64) (PurgeResult,
 		}
 		if err := stream.DeleteMsg(ctx, seq); err != nil {
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				if d.endsGoneHalt(ctx, seq) {
+					return PurgeResult{Purged: 1}, nil
+				}
 				return PurgeResult{}, fmt.Errorf("%w: no dead letter at sequence %d", ErrNotFound, seq)
 			}
 			return PurgeResult{}, fmt.Errorf("purging dead letter %d: %w", seq, err)
+		}
+		if err := d.endHalts(ctx, false, seq); err != nil {
+			return PurgeResult{}, fmt.Errorf("dead letter %d purged, but its halt is still recorded (purge it again): %w", seq, err)
 		}
 		return PurgeResult{Purged: 1}, nil
 	}
@@ -390,7 +420,31 @@ func (d *DLQ) Purge(ctx context.Context, stage string, seq uint64) (PurgeResult,
 	if err := stream.Purge(ctx, opts...); err != nil {
 		return PurgeResult{}, fmt.Errorf("purging %s: %w", stageFilter(stage), err)
 	}
+	if stage == "" || stage == "indexer" {
+		if err := d.endHalts(ctx, true); err != nil {
+			return PurgeResult{}, fmt.Errorf("%s purged, but the halts are still recorded (purge again): %w", stageFilter(stage), err)
+		}
+	}
 	return PurgeResult{Purged: n}, nil
+}
+
+// endsGoneHalt ends the recorded halt of a dead letter no longer on the
+// DLQ (its max age passed): purging it is how an operator accepts the
+// loss. It reports whether the ledger held one.
+func (d *DLQ) endsGoneHalt(ctx context.Context, seq uint64) bool {
+	if d.ledger == nil {
+		return false
+	}
+	kept, err := d.ledger.List(ctx)
+	if err != nil {
+		return false
+	}
+	for _, k := range kept {
+		if k.Seq == seq {
+			return d.ledger.End(ctx, seq) == nil
+		}
+	}
+	return false
 }
 
 // RegisterDLQ mounts the dead-letter endpoints on h:
@@ -413,6 +467,7 @@ func RegisterDLQ(h *httpx.Server, d Deps) {
 	}
 	a := &handler{d: d}
 	q := NewDLQ(d.JS)
+	q.ledger = d.Halts
 	guarded := func(f http.HandlerFunc) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get(ClientHeader) == "" {

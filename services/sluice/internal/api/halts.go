@@ -7,13 +7,16 @@ package api
 // the indexer's dead letter itself, on the DLQ stream: its headers say the
 // table, pack path, first and last positions and how many destinations
 // (with a hash of their names), its body (the pack event) names them. The
-// status reads them here, a bounded scan cached for a second; a halt is
-// cured when its dead letter leaves the DLQ (replayed, or purged by an
-// operator who accepts the loss), or when resyncs of its table (the whole
-// table, or each of its destinations) are done after it and published.
+// status reads them here, a bounded scan cached for a second, and records
+// each in the state database's halt ledger (state.HaltLedger), so a halt
+// outlives its dead letter (the DLQ's max age): it is cured when sluice
+// replays or purges its dead letter (an operator who accepts the loss), or
+// when resyncs of its table (the whole table, or each of its
+// destinations) are done after it and published.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -57,6 +60,11 @@ type PackHalt struct {
 	// every destination: the halt is cured once a snapshot is through it
 	// (then it leaves the list).
 	RecoveringEndLSN string `json:"recovering_end_lsn,omitempty"`
+	// Gone: its dead letter is no longer on the DLQ (its max age passed,
+	// or it was deleted outside sluice); the halt is kept in the state
+	// database until a resync covers it or `sluice dlq purge --seq N`
+	// accepts the loss.
+	Gone bool `json:"dead_letter_gone,omitempty"`
 }
 
 // maxHaltScan bounds the dead letters one status reads (the DLQ keeps
@@ -118,7 +126,10 @@ func (a *handler) packHalts(ctx context.Context) ([]PackHalt, error) {
 
 func (a *handler) readPackHalts(ctx context.Context, stream jetstream.Stream, total uint64) ([]PackHalt, error) {
 	halts, err := scanIndexerDeadLetters(ctx, stream, total)
-	if err != nil || len(halts) == 0 {
+	if err != nil {
+		return nil, err
+	}
+	if halts, err = a.ledgered(ctx, halts); err != nil || len(halts) == 0 {
 		return halts, err
 	}
 	var resyncs []state.Resync
@@ -142,10 +153,12 @@ func (a *handler) readPackHalts(ctx context.Context, stream jetstream.Stream, to
 		}
 	}
 	out := []PackHalt{}
+	var ended []uint64
 	for _, h := range halts {
 		h, cured := cure(h, resyncs)
 		if cured && published {
 			if end, err := proto.ParseLSN(h.RecoveringEndLSN); err == nil && through >= end {
+				ended = append(ended, h.DLQSeq)
 				continue
 			}
 		}
@@ -154,7 +167,66 @@ func (a *handler) readPackHalts(ctx context.Context, stream jetstream.Stream, to
 		}
 		out = append(out, h)
 	}
+	if a.d.Halts != nil && len(ended) > 0 {
+		if err := a.d.Halts.End(ctx, ended...); err != nil {
+			a.d.Log.Warn("ending cured halts in the ledger", "err", err) // shown a while longer: the safe side
+		}
+	}
 	return out, nil
+}
+
+// ledgered records the halts scanned from the DLQ in the ledger and adds
+// the recorded ones whose dead letter is gone (the DLQ's max age, or a
+// delete outside sluice): a halt ends when sluice ends it, never with its
+// message. Without a ledger the halts are the DLQ's alone.
+func (a *handler) ledgered(ctx context.Context, halts []PackHalt) ([]PackHalt, error) {
+	if a.d.Halts == nil {
+		return halts, nil
+	}
+	kept, err := a.d.Halts.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		seq uint64
+		at  int64
+	}
+	known := make(map[key]bool, len(kept))
+	for _, k := range kept {
+		known[key{k.Seq, k.DeadLetteredAt.UnixMicro()}] = true
+	}
+	onDLQ := make(map[key]bool, len(halts))
+	var fresh []state.LedgerHalt
+	for _, h := range halts {
+		if h.DLQSeq == 0 {
+			continue // the "more than maxHaltScan" marker
+		}
+		k := key{h.DLQSeq, h.DeadLetteredAt.UnixMicro()}
+		onDLQ[k] = true
+		if known[k] {
+			continue
+		}
+		b, err := json.Marshal(h)
+		if err != nil {
+			return nil, err
+		}
+		fresh = append(fresh, state.LedgerHalt{Seq: h.DLQSeq, DeadLetteredAt: h.DeadLetteredAt, Halt: b})
+	}
+	if err := a.d.Halts.Record(ctx, fresh); err != nil {
+		return nil, err
+	}
+	for _, k := range kept {
+		if onDLQ[key{k.Seq, k.DeadLetteredAt.UnixMicro()}] {
+			continue
+		}
+		var h PackHalt
+		if err := json.Unmarshal(k.Halt, &h); err != nil {
+			return nil, fmt.Errorf("reading the halt of dead letter %d from the ledger: %w", k.Seq, err)
+		}
+		h.Gone = true
+		halts = append(halts, h)
+	}
+	return halts, nil
 }
 
 // cure applies the resyncs done after the halt: a whole-table one cures
@@ -226,6 +298,9 @@ func recoverCommands(h PackHalt) []string {
 			}
 		}
 		out = append(out, "sluice resync --table "+h.Table)
+	}
+	if h.Gone {
+		return append(out, fmt.Sprintf("sluice dlq purge --seq %d (its dead letter is gone: accept the loss)", h.DLQSeq))
 	}
 	out = append(out, fmt.Sprintf("sluice dlq replay %d (once the file is restored)", h.DLQSeq))
 	return out

@@ -135,6 +135,12 @@ func (a *handler) eraseDeadLetters(ctx context.Context, destination string) (int
 			return i, fmt.Errorf("erasing dead letter %d: %w", seq, err)
 		}
 	}
+	if a.d.Halts != nil {
+		// Their halts go with them: the destination is retired and erased.
+		if err := a.d.Halts.End(ctx, seqs...); err != nil {
+			return len(seqs), err
+		}
+	}
 	return len(seqs), nil
 }
 

@@ -67,6 +67,11 @@ type SeriesPage struct {
 type Series struct {
 	statuses map[string]func() any
 	interval time.Duration
+	// keepHalts reads the halts of dead-lettered packs, which records
+	// them in the halt ledger (halts.go), every keepHaltsEvery while Run
+	// runs: so a dead letter is recorded long before the DLQ's max age
+	// even when no one asks for the status. nil: no ledger.
+	keepHalts func(context.Context)
 
 	mu      sync.Mutex // guards everything below
 	ring    []Sample
@@ -103,6 +108,8 @@ func NewSeries(statuses map[string]func() any, interval time.Duration) *Series {
 func (s *Series) Run(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
+	keep := time.NewTicker(keepHaltsEvery)
+	defer keep.Stop()
 	s.sample(time.Now())
 	for {
 		select {
@@ -110,9 +117,16 @@ func (s *Series) Run(ctx context.Context) {
 			return
 		case now := <-t.C:
 			s.sample(now)
+		case <-keep.C:
+			if s.keepHalts != nil {
+				s.keepHalts(ctx)
+			}
 		}
 	}
 }
+
+// keepHaltsEvery: how often Run records the halts (see keepHalts).
+const keepHaltsEvery = time.Minute
 
 // sources is what one sample reads from the status sources.
 type sources struct {

@@ -27,16 +27,17 @@ import (
 // compose's console), on a pool of its own that connects on first use
 // (pgxpool connects lazily), so any process's API can pause a destination.
 // The caller runs the returned close on shutdown.
-func destinationStates(ctx context.Context, st *stack.Stack) (*state.DestinationStates, *state.Resyncs, func()) {
+func destinationStates(ctx context.Context, st *stack.Stack) (*state.DestinationStates, *state.Resyncs, *state.HaltLedger, func()) {
+	schema := st.Cfg.State.Schema
 	if st.State != nil {
-		return state.NewDestinationStates(st.State, st.Cfg.State.Schema), state.NewResyncs(st.State, st.Cfg.State.Schema), func() {}
+		return state.NewDestinationStates(st.State, schema), state.NewResyncs(st.State, schema), state.NewHaltLedger(st.State, schema), func() {}
 	}
 	pool, err := pgxpool.New(ctx, st.Cfg.StateDSN())
 	if err != nil {
 		st.Log.Warn("no state database for the destination lifecycle and resync API", "error", err)
-		return nil, nil, func() {}
+		return nil, nil, nil, func() {}
 	}
-	return state.NewDestinationStates(pool, st.Cfg.State.Schema), state.NewResyncs(pool, st.Cfg.State.Schema), pool.Close
+	return state.NewDestinationStates(pool, schema), state.NewResyncs(pool, schema), state.NewHaltLedger(pool, schema), pool.Close
 }
 
 // retireWarning says what retiring does; retire refuses without --yes

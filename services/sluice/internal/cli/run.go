@@ -106,10 +106,10 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 			summaries[c.Name] = c.Summary
 		}
 	}
-	states, resyncs, closeStates := destinationStates(ctx, st)
+	states, resyncs, halts, closeStates := destinationStates(ctx, st)
 	defer closeStates()
 	lk := links(cfg, st)
-	series := api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Summaries: summaries, Log: st.Log, States: states, Resyncs: resyncs, Links: lk})
+	series := api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Summaries: summaries, Log: st.Log, States: states, Resyncs: resyncs, Halts: halts, Links: lk})
 
 	var traffic sync.WaitGroup
 	trafficCtx, stopTraffic := context.WithCancel(ctx)
