@@ -63,7 +63,6 @@ const maxReason = 1024
 // tenant's future rows for good.
 const paramAhead = "ahead"
 
-
 // readReason reads an optional {"reason": "..."} body (at most 64 KiB, the
 // reason at most maxReason bytes) into reason: the body of a lifecycle
 // POST and of a pin. An empty body is no reason.
