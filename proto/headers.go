@@ -11,13 +11,19 @@ import (
 
 // Message headers. nats.Header keys are case-sensitive: always use these.
 const (
-	HeaderWire        = "Sluice-Wire"        // wire version, "major.minor"
-	HeaderTable       = "Sluice-Table"       // source table, schema.table
-	HeaderSchema      = "Sluice-Schema"      // Arrow schema fingerprint of the body
-	HeaderFirst       = "Sluice-First"       // first position in the batch (Position.String)
-	HeaderLast        = "Sluice-Last"        // last position in the batch
-	HeaderThrough     = "Sluice-Through"     // LSN the source is complete through once this message and all before it are stored
-	HeaderRows        = "Sluice-Rows"        // rows in the body
+	HeaderWire    = "Sluice-Wire"    // wire version, "major.minor"
+	HeaderTable   = "Sluice-Table"   // source table, schema.table
+	HeaderSchema  = "Sluice-Schema"  // Arrow schema fingerprint of the body
+	HeaderFirst   = "Sluice-First"   // first position in the batch (Position.String)
+	HeaderLast    = "Sluice-Last"    // last position in the batch
+	HeaderThrough = "Sluice-Through" // LSN the source is complete through once this message and all before it are stored
+	HeaderRows    = "Sluice-Rows"    // rows in the body
+	// HeaderClaimBytes is, on a CHANGES batch that carries values by
+	// reference (ColClaims), the sum of their sizes in bytes; the router
+	// copies it to its outputs, and the flusher counts it in its memory
+	// budget from the moment it receives the batch (the values themselves
+	// are read only at the flush).
+	HeaderClaimBytes  = "Sluice-Claim-Bytes"
 	HeaderDestination = "Sluice-Destination" // destination (PACKS; ROUTED per-destination messages of before segments)
 	// HeaderDestinations is the number of destination runs in a ROUTED
 	// partition message (proto.DestinationRuns).

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/sluice-cdc/sluice/proto"
@@ -75,6 +76,20 @@ func TestLargeValuesByReference(t *testing.T) {
 		if len(m.Data) > int(e.cfg.NATS.MaxPayload) {
 			t.Errorf("message %s of %d bytes, over nats.max_payload %d", m.Header.Get(proto.HeaderMsgID), len(m.Data), e.cfg.NATS.MaxPayload)
 		}
+	}
+	// Each batch carrying a value by reference says its size, which the
+	// flusher counts in its memory budget (proto.HeaderClaimBytes).
+	var claimed []string
+	for _, m := range msgs {
+		if v := m.Header.Get(proto.HeaderClaimBytes); v != "" {
+			claimed = append(claimed, v)
+		}
+	}
+	wantClaimed := []string{strconv.Itoa(200 * mb), strconv.Itoa(12 * mb), strconv.Itoa(700 << 10)}
+	slices.Sort(claimed)
+	slices.Sort(wantClaimed)
+	if !slices.Equal(claimed, wantClaimed) {
+		t.Errorf("%s headers %v, want %v", proto.HeaderClaimBytes, claimed, wantClaimed)
 	}
 	want := map[int][]string{2: {"body"}, 4: {"body"}, 6: {"body"}}
 	for _, r := range rows {
@@ -160,6 +175,16 @@ func TestBackfillLargeValueByReference(t *testing.T) {
 	}
 	e.start(e.newReader("a", func(r *Reader) { r.deps.Packs = store }))
 	rows := waitRows(t, e, 3)
+	_, _, msgs := e.changes()
+	var claimed []string
+	for _, m := range msgs {
+		if v := m.Header.Get(proto.HeaderClaimBytes); v != "" {
+			claimed = append(claimed, v)
+		}
+	}
+	if !slices.Equal(claimed, []string{strconv.Itoa(3 << 20)}) {
+		t.Errorf("%s headers %v, want one of %d", proto.HeaderClaimBytes, claimed, 3<<20)
+	}
 	for _, r := range rows {
 		id := r.vals["id"].(int64)
 		if (id == 2) != slices.Equal(r.claims, []string{"body"}) || (id == 2) != (r.vals["body"] == nil) {

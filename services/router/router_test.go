@@ -145,8 +145,9 @@ func encodeRows(t *testing.T, rows []row) []byte {
 	return body
 }
 
-// publishBatch publishes rows to CHANGES as the reader would.
-func (e *env) publishBatch(t *testing.T, ctx context.Context, rows []row) string {
+// publishBatch publishes rows to CHANGES as the reader would, with the
+// headers of extra besides.
+func (e *env) publishBatch(t *testing.T, ctx context.Context, rows []row, extra ...nats.Header) string {
 	t.Helper()
 	first := proto.Position{LSN: proto.LSN(rows[0].lsn), Seq: rows[0].seq}
 	last := proto.Position{LSN: proto.LSN(rows[len(rows)-1].lsn), Seq: rows[len(rows)-1].seq}
@@ -158,6 +159,11 @@ func (e *env) publishBatch(t *testing.T, ctx context.Context, rows []row) string
 	msg.Header.Set(proto.HeaderFirst, first.String())
 	msg.Header.Set(proto.HeaderLast, last.String())
 	msg.Header.Set(proto.HeaderMsgID, id)
+	for _, h := range extra {
+		for k, v := range h {
+			msg.Header[k] = v
+		}
+	}
 	natsotel.Inject(ctx, msg.Header)
 	msg.Data = encodeRows(t, rows)
 	if _, err := e.js.PublishMsg(ctx, msg); err != nil {
@@ -656,6 +662,37 @@ func TestTraceContinues(t *testing.T) {
 		sc := trace.SpanContextFromContext(natsotel.Extract(context.Background(), m.hdr))
 		if sc.SpanID() != routeSpan.SpanContext().SpanID() || sc.TraceID() != readerSpan.SpanContext().TraceID() {
 			t.Fatalf("output %s carries %v, want the route span", m.subject, sc)
+		}
+	}
+}
+
+// TestClaimBytesCarriedOn: the bytes a batch carries by reference
+// (Sluice-Claim-Bytes, for the flusher's memory budget) reach every output
+// of it; a batch without them gives outputs without.
+func TestClaimBytesCarriedOn(t *testing.T) {
+	e := startEnv(t)
+	r, err := New(e.cfg, Deps{JS: e.js, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRouter(t, r)
+	batches := genBatches(2, 4, []string{"a", "b"})
+	e.publishBatch(t, t.Context(), batches[0], nats.Header{proto.HeaderClaimBytes: {"12345"}})
+	eventually(t, 20*time.Second, "router to drain CHANGES", func() bool { return e.drained(t) })
+	out := e.readStream(t, proto.StreamRouted)
+	if len(out) == 0 {
+		t.Fatal("no output")
+	}
+	for _, m := range out {
+		if got := m.hdr.Get(proto.HeaderClaimBytes); got != "12345" {
+			t.Fatalf("output %s: %s %q, want 12345", m.subject, proto.HeaderClaimBytes, got)
+		}
+	}
+	e.publishBatch(t, t.Context(), batches[1])
+	eventually(t, 20*time.Second, "router to drain CHANGES", func() bool { return e.drained(t) })
+	for _, m := range e.readStream(t, proto.StreamRouted)[len(out):] {
+		if got := m.hdr.Get(proto.HeaderClaimBytes); got != "" {
+			t.Fatalf("output %s of a batch without claims: %s %q", m.subject, proto.HeaderClaimBytes, got)
 		}
 	}
 }

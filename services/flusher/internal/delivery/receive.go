@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -203,6 +204,11 @@ func (m *Manager) parse(ctx context.Context, p *part, msg jetstream.Msg) ([]*ite
 				total += int64(b.Len())
 			}
 		}
+	}
+	// Values carried by reference are read whole at the flush: counted
+	// at their size from now on, so the budget flushes before they come in.
+	if cb, err := strconv.ParseInt(h.Get(proto.HeaderClaimBytes), 10, 64); err == nil && cb > 0 {
+		total += cb
 	}
 	shared := &message{msg: msg, slices: len(runs), touched: time.Now()}
 	var seq, delivered uint64

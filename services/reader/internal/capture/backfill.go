@@ -252,7 +252,7 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 			cb.Release()
 		}
 	}()
-	flushB := func(b *batch.Builder) error {
+	flushB := func(b *batch.Builder, claimed int64) error {
 		if b.Rows() == 0 {
 			return nil
 		}
@@ -267,7 +267,7 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 			return fmt.Errorf("encoding backfill batch of %s: %w", t.Name, err)
 		}
 		for _, p := range parts {
-			if err := sendOut(ctx, o, outs, batchOut(t.Name, b.Schema.Fingerprint, p.first, p.last, 0, p.rows, p.body)); err != nil {
+			if err := sendOut(ctx, o, outs, claimedOut(batchOut(t.Name, b.Schema.Fingerprint, p.first, p.last, 0, p.rows, p.body), claimed)); err != nil {
 				return err
 			}
 		}
@@ -275,7 +275,7 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 		o.Metrics.BackfillRows.WithLabelValues(t.Name).Add(float64(rows))
 		return nil
 	}
-	flush := func() error { return flushB(b) }
+	flush := func() error { return flushB(b, 0) }
 	rr := conn.PgConn().Exec(ctx, sql)
 	defer rr.Close()
 	var ord uint64
@@ -290,7 +290,8 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 			if pickClaims(o, sc, &row) {
 				// Values carried by reference: the row goes alone, after
 				// the rows before it.
-				if err := writeClaims(ctx, o, sc, &row); err != nil {
+				claimed, err := writeClaims(ctx, o, sc, &row)
+				if err != nil {
 					return fmt.Errorf("backfilling %s: %w", t.Name, err)
 				}
 				if err := flush(); err != nil {
@@ -302,7 +303,7 @@ func copyTable(ctx context.Context, dsn string, snap Snapshot, t source.Table, s
 				if err := cb.Append(&row); err != nil {
 					return haltBackfill(ctx, t.Name, snap.LSN(), o, err)
 				}
-				if err := flushB(cb); err != nil {
+				if err := flushB(cb, claimed); err != nil {
 					return err
 				}
 				continue

@@ -89,7 +89,8 @@ func claimable(kind proto.Kind) bool {
 // to an object is published only once the object is durable; a replay
 // writes the same paths again.
 func (s *session) addClaimed(ctx context.Context, t *tableState, m, r *batch.Row) error {
-	if err := writeClaims(ctx, s.o, t.schema, r); err != nil {
+	claimed, err := writeClaims(ctx, s.o, t.schema, r)
+	if err != nil {
 		return err
 	}
 	if err := s.cut(ctx, t, s.clean); err != nil || t.halted {
@@ -108,20 +109,23 @@ func (s *session) addClaimed(ctx context.Context, t *tableState, m, r *batch.Row
 	}
 	rec := t.cb.Cut()
 	defer rec.Release()
-	return s.publish(ctx, t, t.cb.Schema.Fingerprint, rec, s.clean)
+	return s.publishClaimed(ctx, t, t.cb.Schema.Fingerprint, rec, s.clean, claimed)
 }
 
 // writeClaims writes r's claimed values (r.Claims) to the pack store at
-// their proto.ClaimPath and leaves them NULL in r.
-func writeClaims(ctx context.Context, o *Options, sc *batch.Schema, r *batch.Row) error {
+// their proto.ClaimPath and leaves them NULL in r. It returns their total
+// size (proto.HeaderClaimBytes).
+func writeClaims(ctx context.Context, o *Options, sc *batch.Schema, r *batch.Row) (int64, error) {
+	var total int64
 	for _, name := range r.Claims {
 		i := slices.IndexFunc(sc.Columns, func(c batch.Column) bool { return c.Name == name })
 		if err := o.Claim(ctx, proto.ClaimPath(sc.Table, r.Pos, name), r.Values[i]); err != nil {
-			return fmt.Errorf("carrying %d bytes of %s.%s at %s by reference: %w", len(r.Values[i]), sc.Table, name, r.Pos, err)
+			return 0, fmt.Errorf("carrying %d bytes of %s.%s at %s by reference: %w", len(r.Values[i]), sc.Table, name, r.Pos, err)
 		}
 		o.Metrics.Claims.Inc()
 		o.Metrics.ClaimBytes.Add(float64(len(r.Values[i])))
+		total += int64(len(r.Values[i]))
 		r.Kinds[i], r.Values[i] = batch.Null, nil
 	}
-	return nil
+	return total, nil
 }

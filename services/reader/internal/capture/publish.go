@@ -22,6 +22,13 @@ import (
 // s.clean (all their rows lie after it). Only a single row over the limit
 // halts the table.
 func (s *session) publish(ctx context.Context, t *tableState, fingerprint string, rec arrow.RecordBatch, through proto.LSN) error {
+	return s.publishClaimed(ctx, t, fingerprint, rec, through, 0)
+}
+
+// publishClaimed is publish of a batch carrying claimed bytes by reference
+// (proto.HeaderClaimBytes on each of its messages: a part of a split batch
+// says the whole, more than it holds, never less).
+func (s *session) publishClaimed(ctx context.Context, t *tableState, fingerprint string, rec arrow.RecordBatch, through proto.LSN, claimed int64) error {
 	parts, err := encodeParts(rec, s.o.MaxPayload, s.o.Metrics)
 	if errors.Is(err, ErrTooLarge) {
 		return s.halt(ctx, t, "too_large", fmt.Errorf("%s: %w", t.info.Name, err))
@@ -34,7 +41,7 @@ func (s *session) publish(ctx context.Context, t *tableState, fingerprint string
 		if i == len(parts)-1 {
 			th = through
 		}
-		o := batchOut(t.info.Name, fingerprint, p.first, p.last, th, p.rows, p.body)
+		o := claimedOut(batchOut(t.info.Name, fingerprint, p.first, p.last, th, p.rows, p.body), claimed)
 		o.Span = s.span(o)
 		if err := s.send(ctx, o); err != nil {
 			return err
@@ -101,6 +108,15 @@ func batchOut(table, fingerprint string, first, last proto.Position, through pro
 	h.Set(proto.HeaderRows, strconv.Itoa(rows))
 	h.Set(proto.HeaderMsgID, id)
 	return Out{Msg: &nats.Msg{Subject: proto.ChangesSubject(table), Header: h, Data: body}, ID: id, Through: through, Table: table, Rows: rows}
+}
+
+// claimedOut is o saying the bytes its batch carries by reference
+// (proto.HeaderClaimBytes; 0: none).
+func claimedOut(o Out, claimed int64) Out {
+	if claimed > 0 {
+		o.Msg.Header.Set(proto.HeaderClaimBytes, strconv.FormatInt(claimed, 10))
+	}
+	return o
 }
 
 // span starts the root span of a batch's trace and injects it.

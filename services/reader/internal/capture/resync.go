@@ -450,7 +450,7 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 		}
 	}()
 	var outs []Out
-	emit := func(b *batch.Builder) error {
+	emit := func(b *batch.Builder, claimed int64) error {
 		if b.Rows() == 0 {
 			return nil
 		}
@@ -461,7 +461,7 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 			return fmt.Errorf("encoding a resync chunk of %s: %w", t.info.Name, err)
 		}
 		for _, p := range parts {
-			outs = append(outs, batchOut(t.info.Name, b.Schema.Fingerprint, p.first, p.last, s.clean, p.rows, p.body))
+			outs = append(outs, claimedOut(batchOut(t.info.Name, b.Schema.Fingerprint, p.first, p.last, s.clean, p.rows, p.body), claimed))
 		}
 		return nil
 	}
@@ -480,10 +480,11 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 		row.Pos = proto.Position{LSN: hw - 1, Seq: ord}
 		row.SetText(vals)
 		if pickClaims(s.o, sc, &row) {
-			if err := writeClaims(ctx, s.o, sc, &row); err != nil {
+			claimed, err := writeClaims(ctx, s.o, sc, &row)
+			if err != nil {
 				return res, fmt.Errorf("resync of %s: %w", t.info.Name, err)
 			}
-			if err := emit(b); err != nil {
+			if err := emit(b, 0); err != nil {
 				return res, err
 			}
 			if cb == nil {
@@ -493,7 +494,7 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 				res.Err = fmt.Errorf("resync of %s: %w", t.info.Name, err)
 				return res, nil
 			}
-			if err := emit(cb); err != nil {
+			if err := emit(cb, claimed); err != nil {
 				return res, err
 			}
 			continue
@@ -503,12 +504,12 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 			return res, nil
 		}
 		if b.Rows() >= s.o.BatchRows || b.Bytes() >= s.o.BatchBytes {
-			if err := emit(b); err != nil {
+			if err := emit(b, 0); err != nil {
 				return res, err
 			}
 		}
 	}
-	if err := emit(b); err != nil {
+	if err := emit(b, 0); err != nil {
 		return res, err
 	}
 	res.Published = int(ord)

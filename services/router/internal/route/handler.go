@@ -237,7 +237,7 @@ func (h *Handler) route(ctx context.Context, msg jetstream.Msg) error {
 	span.SetAttributes(attribute.Int("sluice.destinations", len(parts)), attribute.Int("sluice.rows", res.Rows))
 
 	base := nats.Header{}
-	for _, k := range []string{proto.HeaderWire, proto.HeaderTable, proto.HeaderSchema} {
+	for _, k := range []string{proto.HeaderWire, proto.HeaderTable, proto.HeaderSchema, proto.HeaderClaimBytes} {
 		if v := hdr.Get(k); v != "" {
 			base.Set(k, v)
 		}
