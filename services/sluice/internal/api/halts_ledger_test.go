@@ -12,14 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/httpx"
-	"github.com/sluice-cdc/sluice/shared/pgtest"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -32,14 +30,7 @@ import (
 // vanishes with its message, and sluice wait would pass it.
 func TestHaltOutlivesItsDeadLetter(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := state.Migrate(ctx, pool, "sluice"); err != nil {
-		t.Fatal(err)
-	}
+	pool := stateDB(t)
 	ledger := state.NewHaltLedger(pool, "sluice")
 	env := newDLQEnv(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -21,6 +21,21 @@ import (
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
+// stateDB is a pool on a fresh database of the test Postgres with the
+// state schema ("sluice") migrated, closed with t.
+func stateDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := state.Migrate(t.Context(), pool, "sluice"); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Shutdown()
@@ -31,15 +46,7 @@ func TestMain(m *testing.M) {
 // The lifecycle endpoints against a real state database, behind a bearer
 // token: status codes, bodies, refusals, and the client-header guard.
 func TestLifecycleHTTP(t *testing.T) {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := state.Migrate(ctx, pool, "sluice"); err != nil {
-		t.Fatal(err)
-	}
+	pool := stateDB(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := httpx.New("127.0.0.1:0", "tok", prometheus.NewRegistry(), log)
 	Register(h, Deps{Log: log, States: state.NewDestinationStates(pool, "sluice")})

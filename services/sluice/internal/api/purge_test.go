@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/sluice-cdc/sluice/shared/chtest"
 	"github.com/sluice-cdc/sluice/shared/httpx"
 	"github.com/sluice-cdc/sluice/shared/packstore"
-	"github.com/sluice-cdc/sluice/shared/pgtest"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -33,14 +31,7 @@ import (
 // erases it and the GET says so.
 func TestPurgeHTTP(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := state.Migrate(ctx, pool, "sluice"); err != nil {
-		t.Fatal(err)
-	}
+	pool := stateDB(t)
 	states := state.NewDestinationStates(pool, "sluice")
 	c := catalog.New(chtest.Conn(t), catalog.Options{})
 	if err := c.EnsureSchema(ctx); err != nil {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -10,12 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/httpx"
-	"github.com/sluice-cdc/sluice/shared/pgtest"
 	"github.com/sluice-cdc/sluice/shared/state"
 )
 
@@ -24,15 +21,7 @@ import (
 // or by routing value, stored with the value its rows carry); the POST needs
 // the token and the client header; the list and one request read back.
 func TestResyncsHTTP(t *testing.T) {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := state.Migrate(ctx, pool, "sluice"); err != nil {
-		t.Fatal(err)
-	}
+	pool := stateDB(t)
 	cfg := config.Default()
 	cfg.Source.Tables = []string{"public.orders"}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -118,15 +107,7 @@ func jsonID(id int64) string { b, _ := json.Marshal(id); return string(b) }
 // table-wide resync), by name and by value alike; a destination of one
 // value is resynced as before (the control).
 func TestScopedResyncOfSharedDestinationRefused(t *testing.T) {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := state.Migrate(ctx, pool, "sluice"); err != nil {
-		t.Fatal(err)
-	}
+	pool := stateDB(t)
 	cfg := config.Default()
 	cfg.Source.Tables = []string{"public.orders"}
 	cfg.Destinations.Mode = "list"
