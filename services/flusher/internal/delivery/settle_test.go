@@ -17,7 +17,11 @@ func takeoverScenario(t *testing.T, noSettle bool) []error {
 	e := newEnv(t, func(c *cfgpkg.Config) {
 		c.Delivery.Partitions = 1
 		c.Delivery.FlushInterval = time.Hour
-		c.Delivery.LeaseTTL = time.Second
+		// Long enough that a's own lease survives a loaded machine's
+		// stalls (at 1s, a stall of a second lost it under load 21, a
+		// dropped its buffer unflushed and the control could not bite);
+		// c's expiry is waited for, not timed.
+		c.Delivery.LeaseTTL = 3 * time.Second
 	})
 	var v violations
 	const d = "d"
