@@ -140,10 +140,14 @@ func TestStandbyDSNRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = source.CheckPrimary(ctx, pool)
+		ver, err := source.ReadServerVersion(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = source.CheckRole(ctx, pool, ver, nil)
 		pool.Close()
 		if got := errors.Is(err, source.ErrInvalidSource); got != tc.refused {
-			t.Fatalf("%s: CheckPrimary = %v", tc.name, err)
+			t.Fatalf("%s: CheckRole = %v", tc.name, err)
 		}
 		if tc.refused && !strings.Contains(err.Error(), "target_session_attrs=read-write") {
 			t.Fatalf("%s: the error does not say what to set: %v", tc.name, err)
