@@ -291,10 +291,12 @@ func (r *Reader) copyChunk(ctx context.Context, conn *pgx.Conn, src *pgxpool.Poo
 	// snapshot must be taken once the standby has replayed it, or it could
 	// miss a commit the stream delivers before the LW (INVARIANTS rule
 	// 23; docs/adr/0045-standby-decoding.md).
-	if !r.rules.noReplayWait {
+	if r.standby && !r.rules.noReplayWait {
+		started := time.Now()
 		if err := r.waitReplayed(ctx, src, lw); err != nil {
 			return res, nil, 0, err
 		}
+		r.metrics.ReplayWait.Observe(time.Since(started).Seconds())
 	}
 	sc, rows, snap, err := selectChunk(ctx, conn, t, value, lastKey, n, opts)
 	if err != nil {

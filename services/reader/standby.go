@@ -96,7 +96,6 @@ func (r *Reader) waitReplayed(ctx context.Context, src *pgxpool.Pool, at proto.L
 			return fmt.Errorf("reading the standby's replay position: %w", err)
 		}
 		if replayed >= at {
-			r.metrics.ReplayWait.Observe(time.Since(started).Seconds())
 			return nil
 		}
 		if !warned && time.Since(started) > 10*time.Second {

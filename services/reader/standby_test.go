@@ -7,15 +7,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 	"github.com/sluice-cdc/sluice/shared/pgcluster"
 	"github.com/sluice-cdc/sluice/shared/pgtest"
+	"github.com/sluice-cdc/sluice/shared/state"
 )
 
 // pgPair is a primary and a hot standby streaming from it (a physical
@@ -285,5 +290,248 @@ func TestStandbyRefusedBefore16(t *testing.T) {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("the refusal %q does not say %q", err, s)
 		}
+	}
+}
+
+// foldedVW is the CHANGES stream applied by position as key -> v|w.
+func (e *env) foldedVW() map[string]string {
+	rows, _, _ := e.changes()
+	out := map[string]string{}
+	for k, r := range apply(rows, "tenant_id", "id") {
+		out[k] = fmt.Sprintf("%v|%v", r.vals["v"], r.vals["w"])
+	}
+	return out
+}
+
+// sourceVW reads public.items on dsn as key -> v|w (w NULL before the
+// column exists).
+func sourceVW(t *testing.T, dsn string, hasW bool) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	w := "NULL::text"
+	if hasW {
+		w = "w"
+	}
+	rows, err := conn.Query(ctx, `SELECT tenant_id, id, v, `+w+` FROM items`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var tn string
+		var id int64
+		var v, wv *string
+		if err := rows.Scan(&tn, &id, &v, &wv); err != nil {
+			t.Fatal(err)
+		}
+		str := func(p *string) any {
+			if p == nil {
+				return nil
+			}
+			return *p
+		}
+		out[fmt.Sprintf("public.items|%s|%d", tn, id)] = fmt.Sprintf("%v|%v", str(v), str(wv))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestStandbySource: the reader decodes from a hot standby (Postgres 16+)
+// and writes to its primary: the backfill at the standby slot's exported
+// snapshot, a stream under a load of inserts, updates, deletes and tenant
+// moves on the primary, a live resync, a TRUNCATE and an ALTER TABLE ADD
+// COLUMN with a default (the reader resyncs the table by itself) give,
+// applied by position, the primary's table. The slot is on the standby and
+// none on the primary; the status says where the reader writes.
+func TestStandbySource(t *testing.T) {
+	bindir := binDirOrSkip(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
+	pp := startPair(t, bindir, nil)
+	pp.database(t, "app", schemaSQL+`INSERT INTO items SELECT 't' || (g % 7), g, 'b' || g FROM generate_series(1, 3000, 7) g; ANALYZE items;`)
+	pdsn := pp.primary.DSN("app")
+	e := newEnv(t, "public.items")
+	e.onStandby(pp, "app")
+	e.cfg.Source.Backfill = true
+	e.cfg.Source.ResyncChunkRows = 200
+	run := e.start(e.newReader("a", func(r *Reader) {
+		r.resyncPoll = 20 * time.Millisecond
+		r.schemaEvery = 200 * time.Millisecond
+		r.pollEvery = 200 * time.Millisecond
+	}))
+	eventually(t, 60*time.Second, func() error {
+		if s := run.r.Status().State; s != "streaming" {
+			return fmt.Errorf("state %s (%s)", s, run.r.Status().LastError)
+		}
+		return nil
+	})
+	ctx, stopLoad := context.WithCancel(context.Background())
+	var inserted atomic.Int64
+	loadDone := make(chan struct{})
+	go func() { defer close(loadDone); workloadFrom(ctx, t, pdsn, &inserted, 3001) }()
+	defer func() { stopLoad(); <-loadDone }()
+	eventually(t, 30*time.Second, func() error {
+		if inserted.Load() < 200 {
+			return fmt.Errorf("%d rows inserted", inserted.Load())
+		}
+		return nil
+	})
+
+	q := state.NewResyncs(run.pool, e.cfg.State.Schema)
+	req, err := q.Enqueue(context.Background(), e.cfg.Source.Slot, "public.items", "", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitResync(t, q, req.ID)
+	t.Logf("resync under load: %d chunks, %d rows, %d dropped", done.Chunks, done.Rows, done.Dropped)
+
+	pgtest.Exec(t, pdsn, `TRUNCATE items`)
+	at := inserted.Load()
+	eventually(t, 30*time.Second, func() error {
+		if inserted.Load() < at+100 {
+			return fmt.Errorf("%d rows inserted after the TRUNCATE", inserted.Load()-at)
+		}
+		return nil
+	})
+	pgtest.Exec(t, pdsn, `ALTER TABLE items ADD COLUMN w text DEFAULT 'd'`)
+	// The column's default rewrote every row without WAL: the reader
+	// queues a resync of the table by itself.
+	var auto state.Resync
+	eventually(t, 60*time.Second, func() error {
+		list, err := q.List(context.Background(), e.cfg.Source.Slot, 100)
+		if err != nil {
+			return err
+		}
+		for _, r := range list {
+			if r.ID != req.ID && strings.HasPrefix(r.Reason, "schema_change") {
+				auto = r
+				return nil
+			}
+		}
+		return errors.New("no schema_change resync queued")
+	})
+	waitResync(t, q, auto.ID)
+	at = inserted.Load()
+	eventually(t, 30*time.Second, func() error {
+		if inserted.Load() < at+100 {
+			return fmt.Errorf("%d rows inserted after the ALTER", inserted.Load()-at)
+		}
+		return nil
+	})
+	stopLoad()
+	<-loadDone
+
+	pp.caughtUp(t, "app")
+	want := sourceVW(t, pdsn, true)
+	var got error
+	eventually(t, 60*time.Second, func() error {
+		got = diff(want, e.foldedVW())
+		return got
+	})
+	st := run.r.Status()
+	if st.Standby == nil || st.Standby.Primary != hostOf(pdsn) || st.Standby.ReplayLSN == "" {
+		t.Errorf("status of a standby source: %+v", st.Standby)
+	}
+	if strings.Contains(fmt.Sprint(st.Standby), "@") {
+		t.Errorf("the status names more than the primary's host: %+v", st.Standby)
+	}
+	if n := slotsOn(t, pdsn); n != 0 {
+		t.Errorf("%d logical slots on the primary, want none (the reader's is on the standby)", n)
+	}
+	if n := slotsOn(t, pp.standby.DSN("app")); n != 1 {
+		t.Errorf("%d logical slots on the standby, want the reader's", n)
+	}
+	waits, waited := histCount(t, run.r.metrics.ReplayWait)
+	if waits == 0 {
+		t.Errorf("no resync chunk waited for the standby's replay")
+	}
+	t.Logf("%d rows compared, %d inserted by the load; chunks read after the replay wait: %d, %.3f s waited in all", len(want), inserted.Load(), waits, waited)
+}
+
+// histCount is the number of observations of h and their sum.
+func histCount(t *testing.T, h prometheus.Histogram) (uint64, float64) {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}
+
+// TestStandbyReplayWait: the rule that a resync chunk on a standby is read
+// only once the standby has replayed the chunk's low watermark (written on
+// the primary). The standby applies every commit 1.5 s late
+// (recovery_min_apply_delay); every row is updated on the primary and a
+// resync starts at once, so its first LW is written while the update is not
+// yet applied on the standby. With the wait the chunk sees the update and
+// nothing is copied again. Without it (rules.noReplayWait) the chunk misses
+// the update: the stream's visibility check still catches it (the update's
+// xid is among the table's last transactions, committed before the LW) and
+// the chunk is copied again; without that check as well
+// (NoHighWatermarkCheckForTest) the chunk's stale rows are published over
+// the update: the negative control.
+func TestStandbyReplayWait(t *testing.T) {
+	bindir := binDirOrSkip(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
+	pp := startPair(t, bindir, map[string]string{"recovery_min_apply_delay": "1500ms"})
+	for i, tc := range []struct {
+		name            string
+		noWait, noCheck bool
+	}{{"wait", false, false}, {"no_wait", true, false}, {"no_wait_no_check", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := fmt.Sprintf("rw%d", i)
+			pp.database(t, db, schemaSQL+`INSERT INTO items SELECT 't' || (g % 3), g, 'v' || g FROM generate_series(1, 60) g; ANALYZE items;`)
+			pdsn := pp.primary.DSN(db)
+			e := newEnv(t, "public.items")
+			e.onStandby(pp, db)
+			e.cfg.Source.Slot = "sluice_" + db // one cluster for every subtest
+			e.cfg.Source.Backfill = false
+			e.cfg.Source.ResyncChunkRows = 1000
+			run := e.start(e.newReader("a", func(r *Reader) {
+				r.resyncPoll = 10 * time.Millisecond
+				r.rules.noReplayWait = tc.noWait
+				r.resync.NoHighWatermarkCheckForTest = tc.noCheck
+			}))
+			waitStreaming(t, run)
+			q := state.NewResyncs(run.pool, e.cfg.State.Schema)
+			pgtest.Exec(t, pdsn, `UPDATE items SET v = 'updated'`)
+			req, err := q.Enqueue(context.Background(), e.cfg.Source.Slot, "public.items", "", nil, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitResync(t, q, req.ID)
+			pp.caughtUp(t, db)
+			want := sourceItems(t, pdsn)
+			var got error
+			eventually(t, 30*time.Second, func() error {
+				got = diff(want, e.folded(""))
+				if tc.noCheck && got != nil {
+					return nil
+				}
+				return got
+			})
+			retries := testutil.ToFloat64(run.r.metrics.ResyncRetries.WithLabelValues("public.items", "unsafe"))
+			waits, waited := histCount(t, run.r.metrics.ReplayWait)
+			t.Logf("chunks copied again: %v; replay waits: %d (%.3f s); difference: %v", retries, waits, waited, got)
+			switch {
+			case !tc.noWait:
+				if retries != 0 || waits == 0 {
+					t.Errorf("with the replay wait: %v chunks copied again (want 0), %d waits (want some)", retries, waits)
+				}
+			case !tc.noCheck:
+				if retries == 0 {
+					t.Errorf("without the replay wait the visibility check copied no chunk again: the chunk saw the update anyway, so this run does not exercise the wait")
+				}
+			default:
+				if got == nil {
+					t.Fatal("negative control: without the replay wait and the visibility check, the chunk's stale rows did not overwrite the update")
+				}
+				t.Logf("negative control, as expected: %v", got)
+			}
+		})
 	}
 }
