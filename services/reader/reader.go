@@ -98,6 +98,11 @@ type Reader struct {
 	// before it starts its goroutines and stay for its lifetime.
 	pri     *pgxpool.Pool
 	standby bool
+	// flushMarks: resync marks are written with flush = true (Postgres
+	// 17+, on a standby source): the standby receives a mark once it is
+	// flushed, and a non-transactional message alone waits for the WAL
+	// writer (up to wal_writer_delay) otherwise.
+	flushMarks bool
 	// replay is the standby's last replay check (pollStandby), for the
 	// status; nil when the source is a primary.
 	replay atomic.Pointer[StandbyStatus]
@@ -343,7 +348,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	if pri != nil {
 		defer pri.Close()
 	}
-	r.pri, r.standby = nil, false
+	r.pri, r.standby, r.flushMarks = nil, false, false
 	standby, err := source.CheckRole(ctx, src, ver, querier(pri))
 	if err != nil {
 		if r.captured.Load() && pri == nil && standby && errors.Is(err, source.ErrInvalidSource) {
@@ -355,6 +360,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		return err
 	}
 	r.pri, r.standby = pri, standby
+	r.flushMarks = standby && ver.Major() >= 17
 	r.replay.Store(nil)
 	if standby {
 		r.log.Info("decoding from a standby: writes go to the primary", "primary", hostOf(r.cfg.Source.PrimaryDSN))
@@ -498,7 +504,7 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	r.failoverPrev = r.failover.Load() // before this start: why a slot is gone (noteSlotLost)
 	g, gctx := errgroup.WithContext(ctx)
 	if standby {
-		g.Go(func() error { r.pollStandby(gctx, src); return nil })
+		g.Go(func() error { return r.pollStandby(gctx, src) })
 	} else {
 		g.Go(func() error { r.pollFailover(gctx, src); return nil })
 	}

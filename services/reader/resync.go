@@ -269,8 +269,12 @@ func (r *Reader) emitMark(ctx context.Context, src *pgxpool.Pool, token, kind st
 	if err != nil {
 		return 0, err
 	}
+	q := `SELECT pg_logical_emit_message(false, $1, $2::text)::text`
+	if r.flushMarks {
+		q = `SELECT pg_logical_emit_message(false, $1, $2::text, true)::text`
+	}
 	var at string
-	if err := r.writer(src).QueryRow(ctx, `SELECT pg_logical_emit_message(false, $1, $2::text)::text`, capture.ResyncPrefix, string(b)).Scan(&at); err != nil {
+	if err := r.writer(src).QueryRow(ctx, q, capture.ResyncPrefix, string(b)).Scan(&at); err != nil {
 		return 0, fmt.Errorf("writing the resync's %s mark: %w", kind, err)
 	}
 	return proto.ParseLSN(at)

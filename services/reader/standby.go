@@ -14,6 +14,7 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -155,8 +156,10 @@ func (r *Reader) logStandbySnapshots(ctx context.Context) {
 }
 
 // pollStandby reads the standby's replay position and lag behind the
-// primary every poll (10 s), for the status.
-func (r *Reader) pollStandby(ctx context.Context, src *pgxpool.Pool) {
+// primary every poll (10 s), for the status. A standby promoted meanwhile
+// ends the capture (ErrPromoted): the next start's CheckRole refuses the
+// pair and says what to set.
+func (r *Reader) pollStandby(ctx context.Context, src *pgxpool.Pool) error {
 	every := 10 * time.Second
 	if r.pollEvery > 0 {
 		every = r.pollEvery
@@ -164,16 +167,20 @@ func (r *Reader) pollStandby(ctx context.Context, src *pgxpool.Pool) {
 	for {
 		st := StandbyStatus{Primary: hostOf(r.cfg.Source.PrimaryDSN), CheckedAt: time.Now().UTC()}
 		rp, err := source.ReadReplay(ctx, src, r.pri)
+		if errors.Is(err, source.ErrPromoted) {
+			r.log.Error("the standby the reader decodes from was promoted: stopping capture (watermarks written to source.primary_dsn no longer reach it)")
+			return fmt.Errorf("decoding from a standby: %w", err)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
 			}
 			st.Error = strings.TrimSpace(err.Error())
 		}
 		st.Replay = rp
 		r.replay.Store(&st)
 		if !natsx.Sleep(ctx, every) {
-			return
+			return nil
 		}
 	}
 }

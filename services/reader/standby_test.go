@@ -251,6 +251,45 @@ func TestStandbyRefusals(t *testing.T) {
 	})
 }
 
+// TestStandbyPromoted: the standby the reader decodes from is promoted
+// while source.primary_dsn still names the old primary (which the
+// watermarks would go to, never reaching the stream): the reader stops
+// capturing and its restart refuses the pair, saying what to set; before
+// the promotion the same configuration streams (the control).
+func TestStandbyPromoted(t *testing.T) {
+	bindir := binDirOrSkip(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
+	pp := startPair(t, bindir, nil)
+	pp.database(t, "app", schemaSQL)
+	e := newEnv(t, "public.items")
+	e.onStandby(pp, "app")
+	r := e.newReader("a", func(r *Reader) { r.pollEvery = 100 * time.Millisecond })
+	pool := e.statePool()
+	defer pool.Close()
+	r.deps.State = pool
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	eventually(t, 30*time.Second, func() error {
+		if s := r.Status(); s.State != "streaming" || s.Standby == nil {
+			return fmt.Errorf("state %s, standby %+v (%s)", s.State, s.Standby, s.LastError)
+		}
+		return nil
+	})
+	if err := pp.standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, source.ErrInvalidSource) || !strings.Contains(err.Error(), "timeline") || !strings.Contains(err.Error(), "source.primary_dsn") {
+			t.Fatalf("after the promotion the reader returned %v, want the refusal naming the timelines and source.primary_dsn", err)
+		}
+		t.Logf("refused after the promotion: %v", err)
+	case <-time.After(90 * time.Second):
+		t.Fatal("the reader went on decoding from the promoted standby with source.primary_dsn naming the old primary")
+	}
+}
+
 // slotsOn counts the logical slots of a server.
 func slotsOn(t *testing.T, dsn string) int {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -68,6 +69,19 @@ func CheckRole(ctx context.Context, src Querier, ver ServerVersion, pri Querier)
 		return standby, invalid("source.dsn connects to a primary and source.primary_dsn to another server (system identifier %s, source.dsn's is %s): leave source.primary_dsn unset, or point it at the same server", b, a)
 	}
 	if !standby {
+		// The same cluster, and the same server: a standby promoted while
+		// primary_dsn still names its old primary is on a later timeline.
+		ta, aok, err := timeline(ctx, src)
+		if err != nil {
+			return false, err
+		}
+		tb, bok, err := timeline(ctx, pri)
+		if err != nil {
+			return false, err
+		}
+		if aok && bok && ta != tb {
+			return false, invalid("source.dsn connects to a primary on timeline %d and source.primary_dsn to another server of its cluster on timeline %d (a standby promoted while source.primary_dsn still names its old primary?): point source.primary_dsn at the server source.dsn reaches, or leave it unset, and state.dsn at the server that holds sluice's state", ta, tb)
+		}
 		return false, nil
 	}
 	var feedback string
@@ -97,6 +111,25 @@ func systemID(ctx context.Context, q Querier) (id string, ok bool, err error) {
 	return id, true, nil
 }
 
+// timeline is a primary's current timeline, read from the name of the
+// WAL file it writes (pg_walfile_name: its first 8 hex digits); a promoted
+// standby writes on a new one from its promotion on. ok is false when it
+// cannot be read.
+func timeline(ctx context.Context, q Querier) (tli int64, ok bool, err error) {
+	var name string
+	if err := q.QueryRow(ctx, `SELECT pg_walfile_name(pg_current_wal_lsn())`).Scan(&name); err != nil {
+		return 0, false, fmt.Errorf("reading the timeline: %w", err)
+	}
+	if len(name) < 8 {
+		return 0, false, nil
+	}
+	v, err := strconv.ParseInt(name[:8], 16, 64)
+	if err != nil {
+		return 0, false, nil
+	}
+	return v, true, nil
+}
+
 // Replay is what a standby says of its replay (the status shows it).
 type Replay struct {
 	// ReplayLSN is pg_last_wal_replay_lsn() on the standby.
@@ -111,10 +144,15 @@ type Replay struct {
 }
 
 // ReadReplay reads the standby's replay position and its lag behind pri.
+// A standby that is no longer in recovery (promoted) is ErrPromoted.
 func ReadReplay(ctx context.Context, standby, pri Querier) (Replay, error) {
 	var r Replay
-	if err := standby.QueryRow(ctx, `SELECT pg_last_wal_replay_lsn()::text, extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8`).Scan(&r.ReplayLSN, &r.LagSeconds); err != nil {
+	var recovering bool
+	if err := standby.QueryRow(ctx, `SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text, extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8`).Scan(&recovering, &r.ReplayLSN, &r.LagSeconds); err != nil {
 		return r, fmt.Errorf("reading the standby's replay position: %w", err)
+	}
+	if !recovering {
+		return r, ErrPromoted
 	}
 	if err := pri.QueryRow(ctx, `SELECT greatest(pg_current_wal_lsn() - $1::text::pg_lsn, 0)::int8`, r.ReplayLSN).Scan(&r.LagBytes); err != nil {
 		return r, fmt.Errorf("reading the primary's WAL position: %w", err)
