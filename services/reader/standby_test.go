@@ -288,6 +288,21 @@ func TestStandbyPromoted(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("the reader went on decoding from the promoted standby with source.primary_dsn naming the old primary")
 	}
+	// The fix the message names: source.primary_dsn unset, the promoted
+	// server is the primary. Its slot, made while it was a standby, is
+	// still there: the reader resumes on it, nothing copied again.
+	pgtest.Exec(t, pp.standby.DSN("app"), `INSERT INTO items VALUES ('t1', 1, 'after')`)
+	e.cfg.Source.PrimaryDSN = ""
+	run := e.start(e.newReader("b", nil))
+	eventually(t, 30*time.Second, func() error {
+		if got := e.folded("")["public.items|t1|1"]; got != "after" {
+			return fmt.Errorf("the row written after the promotion: %q (state %s, %s)", got, run.r.Status().State, run.r.Status().LastError)
+		}
+		return nil
+	})
+	if st := run.r.Status(); st.SlotLost != nil || st.Standby != nil {
+		t.Errorf("on the promoted server: slot_lost %+v, standby %+v", st.SlotLost, st.Standby)
+	}
 }
 
 // slotsOn counts the logical slots of a server.
