@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -30,60 +31,12 @@ type pgPair struct {
 	major            int
 }
 
-// binDirOrSkip finds server binaries of Postgres min..max (max 0: any
-// newer): without them the test fails under CI and skips elsewhere, saying
-// how to get them.
-func binDirOrSkip(t *testing.T, find func() (string, error)) string {
-	t.Helper()
-	bindir, err := find()
-	if err != nil {
-		msg := fmt.Sprintf("%v: run make pg-bins (deploy/fetch-postgres.sh)", err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return bindir
-}
-
-// startPair starts a primary and its standby from bindir; standbySettings
-// are added to the standby's.
+// startPair starts a primary and its standby from bindir (a physical
+// slot, hot_standby_feedback on); standbySettings are added to the
+// standby's.
 func startPair(t *testing.T, bindir string, standbySettings map[string]string) *pgPair {
 	t.Helper()
-	root, err := os.MkdirTemp("", "sluice-reader-standby-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	// The server runs as user postgres when we are root: let it reach its dir.
-	if err := os.Chmod(root, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(root, "primary"), BinDir: bindir, Settings: pgtest.Settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Kill() })
-	if err := p.Watchdog(os.Getpid(), ""); err != nil {
-		t.Fatal(err)
-	}
-	settings := map[string]string{}
-	for k, v := range pgtest.Settings {
-		settings[k] = v
-	}
-	for k, v := range standbySettings {
-		settings[k] = v
-	}
-	s, err := pgcluster.StartStandby(ctx, p, pgcluster.StandbyOptions{Options: pgcluster.Options{Dir: filepath.Join(root, "standby"), Settings: settings}, Slot: "sluice_standby"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Kill() })
-	if err := s.Watchdog(os.Getpid(), ""); err != nil {
-		t.Fatal(err)
-	}
+	p, s := pgtest.Pair(t, pgtest.PairOptions{BinDir: bindir, Standby: standbySettings, Slot: "sluice_standby"})
 	major, err := pgcluster.ServerMajor(bindir)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +118,7 @@ func (e *env) runRefused(t *testing.T) error {
 // source.primary_dsn does not fit, each message saying what to set; the
 // primary with source.primary_dsn naming itself is accepted (the control).
 func TestStandbyRefusals(t *testing.T) {
-	bindir := binDirOrSkip(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
+	bindir := pgtest.NeedBinaries(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
 	pp := startPair(t, bindir, nil)
 	pp.database(t, "app", schemaSQL)
 	other := pgtest.NewDB(t) // another cluster
@@ -257,7 +210,7 @@ func TestStandbyRefusals(t *testing.T) {
 // capturing and its restart refuses the pair, saying what to set; before
 // the promotion the same configuration streams (the control).
 func TestStandbyPromoted(t *testing.T) {
-	bindir := binDirOrSkip(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
+	bindir := pgtest.NeedBinaries(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
 	pp := startPair(t, bindir, nil)
 	pp.database(t, "app", schemaSQL)
 	e := newEnv(t, "public.items")
@@ -333,7 +286,7 @@ func binDirBelow16() (string, error) {
 // source.primary_dsn set is refused at start with a message naming its
 // version and the version decoding from a standby needs.
 func TestStandbyRefusedBefore16(t *testing.T) {
-	bindir := binDirOrSkip(t, binDirBelow16)
+	bindir := pgtest.NeedBinaries(t, binDirBelow16)
 	pp := startPair(t, bindir, nil)
 	pp.database(t, "app", schemaSQL)
 	e := newEnv(t, "public.items")
@@ -347,6 +300,16 @@ func TestStandbyRefusedBefore16(t *testing.T) {
 	}
 }
 
+// enqueueResync queues a resync of the whole table.
+func (e *env) enqueueResync(q *state.Resyncs, table string) state.Resync {
+	e.t.Helper()
+	req, err := q.Enqueue(context.Background(), e.cfg.Source.Slot, table, "", nil, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return req
+}
+
 // foldedVW is the CHANGES stream applied by position as key -> v|w.
 func (e *env) foldedVW() map[string]string {
 	rows, _, _ := e.changes()
@@ -357,41 +320,21 @@ func (e *env) foldedVW() map[string]string {
 	return out
 }
 
-// sourceVW reads public.items on dsn as key -> v|w (w NULL before the
-// column exists).
+// sourceVW reads public.items on dsn as key -> v|w, as foldedVW renders
+// them (w NULL before the column exists).
 func sourceVW(t *testing.T, dsn string, hasW bool) map[string]string {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	w := "NULL::text"
 	if hasW {
 		w = "w"
 	}
-	rows, err := conn.Query(ctx, `SELECT tenant_id, id, v, `+w+` FROM items`)
-	if err != nil {
+	var js string
+	if err := pgxQueryRow(context.Background(), dsn, `SELECT coalesce(jsonb_object_agg('public.items|' || tenant_id || '|' || id,
+		coalesce(v, '<nil>') || '|' || coalesce(`+w+`, '<nil>')), '{}')::text FROM items`, &js); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for rows.Next() {
-		var tn string
-		var id int64
-		var v, wv *string
-		if err := rows.Scan(&tn, &id, &v, &wv); err != nil {
-			t.Fatal(err)
-		}
-		str := func(p *string) any {
-			if p == nil {
-				return nil
-			}
-			return *p
-		}
-		out[fmt.Sprintf("public.items|%s|%d", tn, id)] = fmt.Sprintf("%v|%v", str(v), str(wv))
-	}
-	if err := rows.Err(); err != nil {
+	if err := json.Unmarshal([]byte(js), &out); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -405,7 +348,7 @@ func sourceVW(t *testing.T, dsn string, hasW bool) map[string]string {
 // applied by position, the primary's table. The slot is on the standby and
 // none on the primary; the status says where the reader writes.
 func TestStandbySource(t *testing.T) {
-	bindir := binDirOrSkip(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
+	bindir := pgtest.NeedBinaries(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
 	pp := startPair(t, bindir, nil)
 	pp.database(t, "app", schemaSQL+`INSERT INTO items SELECT 't' || (g % 7), g, 'b' || g FROM generate_series(1, 3000, 7) g; ANALYZE items;`)
 	pdsn := pp.primary.DSN("app")
@@ -437,10 +380,7 @@ func TestStandbySource(t *testing.T) {
 	})
 
 	q := state.NewResyncs(run.pool, e.cfg.State.Schema)
-	req, err := q.Enqueue(context.Background(), e.cfg.Source.Slot, "public.items", "", nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := e.enqueueResync(q, "public.items")
 	done := waitResync(t, q, req.ID)
 	t.Logf("resync under load: %d chunks, %d rows, %d dropped", done.Chunks, done.Rows, done.Dropped)
 
@@ -530,7 +470,7 @@ func histCount(t *testing.T, h prometheus.Histogram) (uint64, float64) {
 // (NoHighWatermarkCheckForTest) the chunk's stale rows are published over
 // the update: the negative control.
 func TestStandbyReplayWait(t *testing.T) {
-	bindir := binDirOrSkip(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
+	bindir := pgtest.NeedBinaries(t, func() (string, error) { return pgcluster.BinDirAtLeast(source.StandbyVersion) })
 	pp := startPair(t, bindir, map[string]string{"recovery_min_apply_delay": "1500ms"})
 	for i, tc := range []struct {
 		name            string
@@ -553,10 +493,7 @@ func TestStandbyReplayWait(t *testing.T) {
 			waitStreaming(t, run)
 			q := state.NewResyncs(run.pool, e.cfg.State.Schema)
 			pgtest.Exec(t, pdsn, `UPDATE items SET v = 'updated'`)
-			req, err := q.Enqueue(context.Background(), e.cfg.Source.Slot, "public.items", "", nil, "")
-			if err != nil {
-				t.Fatal(err)
-			}
+			req := e.enqueueResync(q, "public.items")
 			waitResync(t, q, req.ID)
 			pp.caughtUp(t, db)
 			want := sourceItems(t, pdsn)

@@ -54,15 +54,11 @@ func CheckRole(ctx context.Context, src Querier, ver ServerVersion, pri Querier)
 	if priStandby {
 		return standby, invalid("source.primary_dsn connects to a standby (pg_is_in_recovery() is true): point it at the primary, which accepts the writes sluice makes (publication, resync watermarks, state)")
 	}
-	a, aok, err := systemID(ctx, src)
+	a, b, known, err := onBoth(ctx, src, pri, systemID)
 	if err != nil {
 		return standby, err
 	}
-	b, bok, err := systemID(ctx, pri)
-	if err != nil {
-		return standby, err
-	}
-	if aok && bok && a != b {
+	if known && a != b {
 		if standby {
 			return standby, invalid("source.primary_dsn reaches another cluster than source.dsn (system identifier %s, the standby's is %s): point it at the primary the standby replicates from", b, a)
 		}
@@ -71,15 +67,11 @@ func CheckRole(ctx context.Context, src Querier, ver ServerVersion, pri Querier)
 	if !standby {
 		// The same cluster, and the same server: a standby promoted while
 		// primary_dsn still names its old primary is on a later timeline.
-		ta, aok, err := timeline(ctx, src)
+		ta, tb, known, err := onBoth(ctx, src, pri, timeline)
 		if err != nil {
 			return false, err
 		}
-		tb, bok, err := timeline(ctx, pri)
-		if err != nil {
-			return false, err
-		}
-		if aok && bok && ta != tb {
+		if known && ta != tb {
 			return false, invalid("source.dsn connects to a primary on timeline %d and source.primary_dsn to another server of its cluster on timeline %d (a standby promoted while source.primary_dsn still names its old primary?): point source.primary_dsn at the server source.dsn reaches, or leave it unset, and state.dsn at the server that holds sluice's state", ta, tb)
 		}
 		return false, nil
@@ -95,6 +87,20 @@ func CheckRole(ctx context.Context, src Querier, ver ServerVersion, pri Querier)
 		return standby, fmt.Errorf("the primary source.primary_dsn reaches: %w", err)
 	}
 	return true, nil
+}
+
+// onBoth reads one value on a and on b; known is false when either could
+// not tell.
+func onBoth[T any](ctx context.Context, a, b Querier, read func(context.Context, Querier) (T, bool, error)) (va, vb T, known bool, err error) {
+	va, aok, err := read(ctx, a)
+	if err != nil {
+		return va, vb, false, err
+	}
+	vb, bok, err := read(ctx, b)
+	if err != nil {
+		return va, vb, false, err
+	}
+	return va, vb, aok && bok, nil
 }
 
 // systemID is the cluster's system identifier (pg_control_system()); ok is
