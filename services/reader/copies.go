@@ -146,7 +146,12 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 			r.log.Warn("a previous backfill did not finish: copying again", "snapshot_slot", name)
 		}
 	}
+	// On a standby the slot waits for the primary's next record of its
+	// running transactions: have the primary write them meanwhile.
+	lctx, stopLogging := context.WithCancel(ctx)
+	go r.logStandbySnapshots(lctx)
 	res, err := r.createSlot(ctx, conn, major, name, temporary, r.cfg.Source.Backfill)
+	stopLogging()
 	if err != nil {
 		return fmt.Errorf("creating replication slot %s: %w (needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION;)", name, err)
 	}
@@ -155,7 +160,7 @@ func (r *Reader) prepareSlot(ctx context.Context, src *pgxpool.Pool, statePool *
 		return err
 	}
 	r.log.Info("replication slot created", "name", name, "consistent_point", cp.String(), "backfill", r.cfg.Source.Backfill, "temporary", temporary,
-		"failover", major >= source.FailoverVersion && !temporary && !r.rules.noSlotFailover)
+		"failover", major >= source.FailoverVersion && !temporary && !r.rules.noSlotFailover && !r.standby, "on_standby", r.standby)
 	if !r.cfg.Source.Backfill {
 		return nil
 	}

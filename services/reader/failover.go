@@ -36,7 +36,9 @@ func serverMajor(ctx context.Context, src *pgxpool.Pool) (int, error) {
 // slot cannot fail over). exportSnapshot exports the slot's snapshot for the
 // backfill.
 func (r *Reader) createSlot(ctx context.Context, conn *pgconn.PgConn, major int, name string, temporary, exportSnapshot bool) (pglogrepl.CreateReplicationSlotResult, error) {
-	if major < source.FailoverVersion || temporary || r.rules.noSlotFailover {
+	// A slot on a standby cannot fail over (Postgres refuses it): its
+	// standby is the one that would be promoted.
+	if major < source.FailoverVersion || temporary || r.rules.noSlotFailover || r.standby {
 		action := "NOEXPORT_SNAPSHOT"
 		if exportSnapshot {
 			action = "EXPORT_SNAPSHOT"
@@ -59,7 +61,7 @@ func (r *Reader) createSlot(ctx context.Context, conn *pgconn.PgConn, major int,
 // in use: session calls it before it starts streaming. A failure is logged
 // and left to the next session (the status shows the flag).
 func (r *Reader) ensureFailover(ctx context.Context, src *pgxpool.Pool) {
-	if r.rules.noSlotFailover {
+	if r.rules.noSlotFailover || r.standby {
 		return
 	}
 	major, err := serverMajor(ctx, src)

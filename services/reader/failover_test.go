@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,24 +25,9 @@ func TestSlotFailoverOn17(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.MkdirTemp("", "sluice-reader-failover-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	c := pgtest.Own(t, bindir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(root, "pg"), BinDir: bindir, Settings: pgtest.Settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Kill() })
-	if err := c.Watchdog(os.Getpid(), ""); err != nil {
-		t.Fatal(err)
-	}
 	dsn := c.DSN("postgres")
 	src, err := pgxpool.New(ctx, dsn)
 	if err != nil {
@@ -105,32 +88,9 @@ func TestSlotFailoverOn17(t *testing.T) {
 // with a message that says what to set, before anything tries to write to
 // it; the same check passes on the primary (its control).
 func TestStandbyDSNRefused(t *testing.T) {
-	root, err := os.MkdirTemp("", "sluice-reader-standby-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	p, s := pgtest.Pair(t, pgtest.PairOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(root, "primary"), Settings: pgtest.Settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Kill() })
-	if err := p.Watchdog(os.Getpid(), ""); err != nil {
-		t.Fatal(err)
-	}
-	s, err := pgcluster.StartStandby(ctx, p, pgcluster.StandbyOptions{Options: pgcluster.Options{Dir: filepath.Join(root, "standby"), Settings: pgtest.Settings}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Kill() })
-	if err := s.Watchdog(os.Getpid(), ""); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		name    string
 		dsn     string
@@ -140,10 +100,14 @@ func TestStandbyDSNRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = source.CheckPrimary(ctx, pool)
+		ver, err := source.ReadServerVersion(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = source.CheckRole(ctx, pool, ver, nil)
 		pool.Close()
 		if got := errors.Is(err, source.ErrInvalidSource); got != tc.refused {
-			t.Fatalf("%s: CheckPrimary = %v", tc.name, err)
+			t.Fatalf("%s: CheckRole = %v", tc.name, err)
 		}
 		if tc.refused && !strings.Contains(err.Error(), "target_session_attrs=read-write") {
 			t.Fatalf("%s: the error does not say what to set: %v", tc.name, err)

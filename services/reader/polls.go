@@ -23,7 +23,9 @@ import (
 func (r *Reader) pollRetained(ctx context.Context, src *pgxpool.Pool, tables []source.Table, opts *capture.Options) {
 	for {
 		var retained *int64
-		err := src.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, r.cfg.Source.Slot).Scan(&retained)
+		// A standby has no current WAL position: its replayed one.
+		err := src.QueryRow(ctx, `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END - restart_lsn)::int8
+			FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, r.cfg.Source.Slot).Scan(&retained)
 		if err == nil && retained != nil {
 			r.metrics.RetainedBytes.Set(float64(*retained))
 		}

@@ -34,7 +34,13 @@ func (r *Reader) ensurePublication(ctx context.Context, src, statePool *pgxpool.
 	if err != nil {
 		return source.Ensured{}, err
 	}
-	ens, err := source.EnsurePublication(ctx, src, r.cfg.Source.Publication, r.cfg.Source.Tables)
+	// Created and repaired where the reader writes (a standby's catalog is
+	// the primary's, replayed): checked there too, then replayed by the
+	// standby before the slot and the session read it there.
+	ens, err := source.EnsurePublication(ctx, r.writer(src), r.cfg.Source.Publication, r.cfg.Source.Tables)
+	if err == nil {
+		err = r.catchUp(ctx, src)
+	}
 	if err != nil {
 		if len(ens.Check.Problems) > 0 {
 			sl, lerr := source.LookupSlot(ctx, src, r.cfg.Source.Slot)
@@ -94,7 +100,7 @@ func (r *Reader) checkPublication(ctx context.Context, src *pgxpool.Pool, at pro
 		// A repair that fails (a role that may not alter it) halts the
 		// tables as for the user's publication, rather than leave them a
 		// subset with only a log line.
-		err := source.RepairPublication(ctx, src, pub, c)
+		err := source.RepairPublication(ctx, r.writer(src), pub, c)
 		if err != nil {
 			r.log.Error("periodic check: repairing the publication sluice created failed; halting the tables it captures a subset of", "publication", pub, "error", err)
 		}

@@ -91,6 +91,21 @@ type Reader struct {
 	// captured: a capture got as far as streaming once in this process
 	// (a standby found afterwards is a failover under way, not bad config).
 	captured atomic.Bool
+	// pri is the pool on the server the reader writes to (the publication,
+	// resync watermarks): source.primary_dsn's when set, else nil (the
+	// source pool itself; writer). standby: source.dsn reaches a hot
+	// standby (docs/adr/0045-standby-decoding.md). Both are set by capture
+	// before it starts its goroutines and stay for its lifetime.
+	pri     *pgxpool.Pool
+	standby bool
+	// flushMarks: resync marks are written with flush = true (Postgres
+	// 17+, on a standby source): the standby receives a mark once it is
+	// flushed, and a non-transactional message alone waits for the WAL
+	// writer (up to wal_writer_delay) otherwise.
+	flushMarks bool
+	// replay is the standby's last replay check (pollStandby), for the
+	// status; nil when the source is a primary.
+	replay atomic.Pointer[StandbyStatus]
 
 	// test knobs (unexported; the tests in this package flip them)
 	publishHook func(capture.PublishFunc) capture.PublishFunc
@@ -292,8 +307,10 @@ func (r *Reader) connConfig(replication bool) (*pgconn.Config, error) {
 	return c, nil
 }
 
-func (r *Reader) dsnWithParams() string {
-	dsn := r.cfg.Source.DSN
+func (r *Reader) dsnWithParams() string { return withParams(r.cfg.Source.DSN) }
+
+// withParams adds the session settings pgtypes.AppendText reads to a DSN.
+func withParams(dsn string) string {
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 		// keyword/value form (host=a,b dbname=app ...): unknown keywords
 		// are run-time parameters.
@@ -324,14 +341,29 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		return err
 	}
 	r.log.Info("source server", "version", ver.Text)
-	if err := source.CheckPrimary(ctx, src); err != nil {
-		if r.captured.Load() && errors.Is(err, source.ErrInvalidSource) {
+	pri, err := r.openPrimary(ctx)
+	if err != nil {
+		return err
+	}
+	if pri != nil {
+		defer pri.Close()
+	}
+	r.pri, r.standby, r.flushMarks = nil, false, false
+	standby, err := source.CheckRole(ctx, src, ver, querier(pri))
+	if err != nil {
+		if r.captured.Load() && pri == nil && standby && errors.Is(err, source.ErrInvalidSource) {
 			// It captured from a primary before: a failover under way (a
 			// host name that follows the primary, still on the old one).
 			// Retried with backoff; the status shows the message.
 			return fmt.Errorf("the source is a standby now, retrying: %s", err.Error())
 		}
 		return err
+	}
+	r.pri, r.standby = pri, standby
+	r.flushMarks = standby && ver.Major() >= 17
+	r.replay.Store(nil)
+	if standby {
+		r.log.Info("decoding from a standby: writes go to the primary", "primary", hostOf(r.cfg.Source.PrimaryDSN))
 	}
 	if err := source.CheckWALLevel(ctx, src); err != nil {
 		return err
@@ -471,7 +503,11 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 
 	r.failoverPrev = r.failover.Load() // before this start: why a slot is gone (noteSlotLost)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { r.pollFailover(gctx, src); return nil })
+	if standby {
+		g.Go(func() error { return r.pollStandby(gctx, src) })
+	} else {
+		g.Go(func() error { r.pollFailover(gctx, src); return nil })
+	}
 	g.Go(func() error { r.pollRetained(gctx, src, list, opts); return nil })
 	g.Go(func() error { r.pollSchemas(gctx, src, list, opts); return nil })
 	g.Go(func() error {

@@ -261,14 +261,20 @@ func estimateRows(ctx context.Context, src *pgxpool.Pool, t source.Table, value 
 	return n, nil
 }
 
-// emitMark writes a resync mark into the WAL, outside any transaction.
+// emitMark writes a resync mark into the WAL, outside any transaction, on
+// the server the reader writes to (the primary, when the source is a
+// standby: writer). It returns the end of the mark's record.
 func (r *Reader) emitMark(ctx context.Context, src *pgxpool.Pool, token, kind string) (proto.LSN, error) {
 	b, err := json.Marshal(capture.Mark{Slot: r.cfg.Source.Slot, Token: token, Kind: kind})
 	if err != nil {
 		return 0, err
 	}
+	q := `SELECT pg_logical_emit_message(false, $1, $2::text)::text`
+	if r.flushMarks {
+		q = `SELECT pg_logical_emit_message(false, $1, $2::text, true)::text`
+	}
 	var at string
-	if err := src.QueryRow(ctx, `SELECT pg_logical_emit_message(false, $1, $2::text)::text`, capture.ResyncPrefix, string(b)).Scan(&at); err != nil {
+	if err := r.writer(src).QueryRow(ctx, q, capture.ResyncPrefix, string(b)).Scan(&at); err != nil {
 		return 0, fmt.Errorf("writing the resync's %s mark: %w", kind, err)
 	}
 	return proto.ParseLSN(at)
@@ -281,8 +287,20 @@ func (r *Reader) emitMark(ctx context.Context, src *pgxpool.Pool, token, kind st
 func (r *Reader) copyChunk(ctx context.Context, conn *pgx.Conn, src *pgxpool.Pool, t source.Table, value *string, lastKey []string, first bool, n int, opts *capture.Options) (res capture.ChunkResult, last []string, read int, err error) {
 	c := r.resync.Register(&capture.Chunk{Token: uuid.NewString(), Table: t.Name, First: first})
 	defer r.resync.Forget(c)
-	if _, err := r.emitMark(ctx, src, c.Token, capture.MarkLow); err != nil {
+	lw, err := r.emitMark(ctx, src, c.Token, capture.MarkLow)
+	if err != nil {
 		return res, nil, 0, err
+	}
+	// A standby: the LW was written on the primary, and the chunk's
+	// snapshot must be taken once the standby has replayed it, or it could
+	// miss a commit the stream delivers before the LW (INVARIANTS rule
+	// 23; docs/adr/0045-standby-decoding.md).
+	if r.standby && !r.rules.noReplayWait {
+		started := time.Now()
+		if err := r.waitReplayed(ctx, src, lw); err != nil {
+			return res, nil, 0, err
+		}
+		r.metrics.ReplayWait.Observe(time.Since(started).Seconds())
 	}
 	sc, rows, snap, err := selectChunk(ctx, conn, t, value, lastKey, n, opts)
 	if err != nil {

@@ -32,4 +32,8 @@ type rules struct {
 	// subtransactions at its commit (capture/spill.go): a rolled-back
 	// savepoint's rows arrive.
 	replayAborted bool
+	// noReplayWait reads a resync chunk on a standby source without waiting
+	// until the standby replayed the chunk's low watermark (standby.go): the
+	// chunk may miss commits the stream delivers before the LW.
+	noReplayWait bool
 }

@@ -53,6 +53,10 @@ type Status struct {
 	// Failover is what the source can tell about whether a promoted
 	// standby keeps the slot (failover.go; read every 10 s).
 	Failover *source.Failover `json:"failover,omitempty"`
+	// Standby is set when source.dsn reaches a hot standby (Postgres 16+):
+	// the primary the reader writes to (host only) and the standby's replay
+	// position and lag (standby.go; read every 10 s).
+	Standby *StandbyStatus `json:"standby,omitempty"`
 	// SlotLost is the last time this reader found the slot gone after its
 	// backfill and copied every table again, and why.
 	SlotLost *slotLostNote `json:"slot_lost,omitempty"`
@@ -70,7 +74,7 @@ func (r *Reader) Status() Status {
 	st := Status{Slot: r.cfg.Source.Slot, State: s.Phase, Holder: r.holder, ConfirmedLSN: s.Confirmed.String(),
 		ServerLSN: s.Server.String(), Rows: s.Rows, Halted: s.Halted, Backfill: s.Backfill, Resyncs: s.Resyncs, LastError: s.LastError,
 		SpillBytes: s.SpillBytes, StreamingTxns: s.StreamingTxns,
-		ResyncHolds: r.holds.snapshot(), Failover: r.failover.Load(), SlotLost: r.slotLost.Load()}
+		ResyncHolds: r.holds.snapshot(), Failover: r.failover.Load(), SlotLost: r.slotLost.Load(), Standby: r.replay.Load()}
 	if lsn := r.schemaChecked.Load(); lsn > 0 {
 		st.SchemaCheckedLSN = proto.LSN(lsn).String()
 	}

@@ -36,6 +36,10 @@ const (
 	// unsafeReplayAbortedEnv, set to 1, replays the changes of a streamed
 	// transaction's aborted subtransactions at its commit (capture/spill.go).
 	unsafeReplayAbortedEnv = "SLUICE_UNSAFE_REPLAY_ABORTED"
+	// unsafeNoReplayWaitEnv, set to 1, reads a resync chunk on a standby
+	// source without waiting for the standby to replay its low watermark
+	// (standby.go).
+	unsafeNoReplayWaitEnv = "SLUICE_UNSAFE_NO_REPLAY_WAIT"
 )
 
 // unsafeRules reads the switches.
@@ -68,6 +72,10 @@ func unsafeRules(log *slog.Logger) rules {
 	if os.Getenv(unsafeReplayAbortedEnv) == "1" {
 		r.replayAborted = true
 		log.Warn(unsafeReplayAbortedEnv + "=1: the changes of a streamed transaction's rolled-back savepoints WILL be published; for negative-control tests only")
+	}
+	if os.Getenv(unsafeNoReplayWaitEnv) == "1" {
+		r.noReplayWait = true
+		log.Warn(unsafeNoReplayWaitEnv + "=1: a live resync on a standby source reads its chunks before the standby replayed their low watermark and MAY publish stale rows; for negative-control tests only")
 	}
 	return r
 }

@@ -21,12 +21,14 @@ func TestUnsafeSwitchesRead(t *testing.T) {
 	if r := unsafeRules(l); r != (rules{}) || log.Len() > 0 {
 		t.Fatalf("switches unset: rules %+v, log %q", r, log.String())
 	}
+	t.Setenv(unsafeNoReplayWaitEnv, "")
 	t.Setenv(unsafeScalarMaxEnv, "1")
 	t.Setenv(unsafeUnchainedEnv, "1")
-	if r := unsafeRules(l); r != (rules{scalarMax: true, unchained: true}) {
-		t.Fatalf("switches set: rules %+v, want both rules off", r)
+	t.Setenv(unsafeNoReplayWaitEnv, "1")
+	if r := unsafeRules(l); r != (rules{scalarMax: true, unchained: true, noReplayWait: true}) {
+		t.Fatalf("switches set: rules %+v, want the three rules off", r)
 	}
-	for _, name := range []string{unsafeScalarMaxEnv, unsafeUnchainedEnv} {
+	for _, name := range []string{unsafeScalarMaxEnv, unsafeUnchainedEnv, unsafeNoReplayWaitEnv} {
 		if !strings.Contains(log.String(), name+"=1") {
 			t.Errorf("no WARN naming %s: %s", name, log.String())
 		}

@@ -70,25 +70,9 @@ func TestRefusesPostgres13(t *testing.T) {
 		t.Skip(msg)
 	}
 	e := newEnv(t, "public.items")
-	dir, err := os.MkdirTemp("", "sluice-pg13-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	// The server runs as user postgres when we are root: let it reach its dir.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "data"), BinDir: bindir, Settings: pgtest.Settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Kill() })
-	if err := c.Watchdog(os.Getpid(), ""); err != nil {
-		t.Fatal(err)
-	}
+	c := pgtest.Own(t, bindir, nil)
 	e.cfg.Source.DSN = c.DSN("postgres")
 	// A table the reader would capture: it is the version it refuses.
 	pgtest.Exec(t, e.cfg.Source.DSN, `CREATE TABLE items (tenant_id text, id int, PRIMARY KEY (tenant_id, id))`)
@@ -98,7 +82,7 @@ func TestRefusesPostgres13(t *testing.T) {
 	r.deps.State = pool
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer rcancel()
-	err = r.Run(rctx)
+	err := r.Run(rctx)
 	if err == nil || !errors.Is(err, source.ErrInvalidSource) {
 		t.Fatalf("a reader on Postgres 13 returned %v, want a refusal (ErrInvalidSource)", err)
 	}

@@ -31,8 +31,17 @@ type Source struct {
 	// DSN of the source; empty in `sluice dev` starts a private demo cluster.
 	// A password may come only from the environment (SLUICE_SOURCE_DSN or
 	// PGPASSWORD).
-	DSN    string   `yaml:"dsn" secret:"password"`
-	Tables []string `yaml:"tables"`
+	DSN string `yaml:"dsn" secret:"password"`
+	// PrimaryDSN names the primary when DSN reaches a hot standby
+	// (Postgres 16+): the reader decodes from the standby (its slot, its
+	// replication connection, every read of rows and catalog) and writes
+	// to the primary (the publication, resync watermarks, and sluice's
+	// state when state.dsn is empty). Required when DSN is a standby;
+	// when DSN is a primary it must reach that same server. Credentials as
+	// for DSN: only from the environment (SLUICE_SOURCE_PRIMARY_DSN or
+	// PGPASSWORD). docs/adr/0045-standby-decoding.md.
+	PrimaryDSN string   `yaml:"primary_dsn" secret:"password"`
+	Tables     []string `yaml:"tables"`
 	// RoutingColumn names the tenant column of every table; RoutingColumns
 	// overrides it per table.
 	RoutingColumn  string            `yaml:"routing_column"`
@@ -408,10 +417,21 @@ func (c *Config) PacksDir() string {
 	return u.Path
 }
 
-// StateDSN is the DSN of the cursor and lease store.
+// StateDSN is the DSN of the cursor and lease store: state.dsn, else the
+// source database on the server sluice writes to (source.primary_dsn when
+// set: a standby refuses writes), else source.dsn.
 func (c *Config) StateDSN() string {
 	if c.State.DSN != "" {
 		return c.State.DSN
+	}
+	return c.SourceWriteDSN()
+}
+
+// SourceWriteDSN is the DSN of the source server sluice writes to: the
+// primary, source.primary_dsn when set, else source.dsn.
+func (c *Config) SourceWriteDSN() string {
+	if c.Source.PrimaryDSN != "" {
+		return c.Source.PrimaryDSN
 	}
 	return c.Source.DSN
 }

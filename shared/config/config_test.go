@@ -68,6 +68,8 @@ func TestRefusals(t *testing.T) {
 		{"source:\n  dsn: postgres://app@h/db\n  tables: [orders]", "source.tables"},
 		{"source:\n  dsn: postgres://app@h/db\n  tables: [public.t, public.t]", "source.tables"},
 		{"source:\n  dsn: mysql://h/db\n  tables: [public.t]", "source.dsn"},
+		{"source:\n  dsn: postgres://app@h/db\n  primary_dsn: mysql://p/db\n  tables: [public.t]", "source.primary_dsn"},
+		{"source:\n  primary_dsn: postgres://app@p/db", "source.primary_dsn: set without source.dsn"},
 		{"nats:\n  password: hunter2", "nats.password"},
 		{"http:\n  token: abc", "http.token"},
 		{"catalog:\n  url: mysql://x", "catalog.url"},
@@ -183,6 +185,7 @@ func TestDSNPasswordOnlyFromEnv(t *testing.T) {
 		{"source.dsn", "source:\n  tables: [public.t]\n  dsn: ", "SLUICE_SOURCE_DSN", "postgres://app@h/db?sslpassword=hunter2"},
 		{"source.dsn", "source:\n  tables: [public.t]\n  dsn: ", "SLUICE_SOURCE_DSN", "'host=h user=app password=hunter2 dbname=db'"},
 		{"state.dsn", "state:\n  dsn: ", "SLUICE_STATE_DSN", "postgresql://app@h/db?password=hunter2"},
+		{"source.primary_dsn", "source:\n  tables: [public.t]\n  dsn: postgres://app@standby/db\n  primary_dsn: ", "SLUICE_SOURCE_PRIMARY_DSN", "postgres://app:hunter2@primary/db"},
 		{"catalog.url", "catalog:\n  url: ", "SLUICE_CATALOG_PASSWORD", "clickhouse://ch:9000/db?username=u&password=hunter2"},
 		{"catalog.url", "catalog:\n  url: ", "SLUICE_CATALOG_PASSWORD", "http://ch:8123/db?password=hunter2"},
 	} {
@@ -201,7 +204,10 @@ func TestDSNPasswordOnlyFromEnv(t *testing.T) {
 		if err := os.WriteFile(path, []byte("source:\n  tables: [public.t]\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		envKey := map[string]string{"source.dsn": "SLUICE_SOURCE_DSN", "state.dsn": "SLUICE_STATE_DSN", "catalog.url": "SLUICE_CATALOG_URL"}[tc.key]
+		envKey := map[string]string{"source.dsn": "SLUICE_SOURCE_DSN", "state.dsn": "SLUICE_STATE_DSN", "catalog.url": "SLUICE_CATALOG_URL", "source.primary_dsn": "SLUICE_SOURCE_PRIMARY_DSN"}[tc.key]
+		if tc.key == "source.primary_dsn" {
+			t.Setenv("SLUICE_SOURCE_DSN", "postgres://app@standby/db") // primary_dsn alone is refused
+		}
 		t.Setenv(envKey, strings.Trim(tc.dsn, "'"))
 		if _, err := Load(path, false); err != nil {
 			t.Errorf("%s from %s: %v", tc.dsn, envKey, err)

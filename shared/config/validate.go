@@ -42,6 +42,12 @@ func (c *Config) Validate() error {
 	if err := checkDSN("source.dsn", c.Source.DSN); err != nil {
 		return err
 	}
+	if err := checkDSN("source.primary_dsn", c.Source.PrimaryDSN); err != nil {
+		return err
+	}
+	if c.Source.PrimaryDSN != "" && c.Source.DSN == "" {
+		return bad("source.primary_dsn", "set without source.dsn: it names the primary of the standby source.dsn reaches (sluice dev's private cluster has none)")
+	}
 	if err := checkDSN("state.dsn", c.State.DSN); err != nil {
 		return err
 	}

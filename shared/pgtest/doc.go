@@ -14,7 +14,7 @@
 // Main just does it at once.
 //
 // pgtest must never be imported by non-test code, and never starts more than
-// one cluster per process. It starts no goroutines of its own (it uses short
+// one shared cluster per process. It starts no goroutines of its own (it uses short
 // pgx connections, not a pool), so packages using goleak can use it.
 //
 // Start-up takes about half a second: the cluster is copied from an initdb'd
@@ -23,5 +23,7 @@
 // synchronous_commit stays on, so Kill never loses an acknowledged commit.
 //
 // A test that stops or kills the shared cluster must restart it before it
-// returns; tests that need a cluster of their own call pgcluster.Start.
+// returns; tests that need a cluster of their own call Own, or Pair for a
+// primary and a hot standby (other binaries: NeedBinaries), or
+// pgcluster.Start.
 package pgtest

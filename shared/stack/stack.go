@@ -262,7 +262,7 @@ func (s *Stack) Serve(ctx context.Context, comps []Component) error {
 // tenant data or credentials without TLS and that the configuration
 // allows (refusals are config's: checkExposure).
 func warnPlaintext(cfg config.Config, log *slog.Logger) {
-	for _, d := range []struct{ key, dsn string }{{"source.dsn", cfg.Source.DSN}, {"state.dsn", cfg.State.DSN}} {
+	for _, d := range []struct{ key, dsn string }{{"source.dsn", cfg.Source.DSN}, {"source.primary_dsn", cfg.Source.PrimaryDSN}, {"state.dsn", cfg.State.DSN}} {
 		if host := config.PlaintextPostgres(d.dsn); host != "" {
 			log.Warn(d.key+" reaches Postgres off loopback without requiring TLS: every tenant's rows (and, with the server's `password` auth method, the password) cross the network readable; add sslmode=verify-full (sslrootcert for a private CA)", "host", host)
 		}

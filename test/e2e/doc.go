@@ -41,6 +41,11 @@
 //     (rule 2) loses one publish through kit.FaultProxy instead, with
 //     TestReaderLostPublishSurvived as its positive twin (the same fault,
 //     rule on; ~15 s, in make test). readerloss_test.go says why.
+//   - TestFailoverSameSlot: kill -9 of a Postgres 17+ primary under load
+//     and promotion of a standby that synchronizes the slot (ADR 0039).
+//   - TestStandbyDecoding: sluice dev decodes from a Postgres 16+ hot
+//     standby and writes to its primary (source.primary_dsn): load on the
+//     primary, a resync, kill -9 of sluice midway, the oracle (ADR 0045).
 //   - TestToastScenarios: one key per TOAST scenario, to name the one that
 //     breaks rule 6.
 //   - TestRecoveryAfterKill: `sluice dev` with 1,000 tenants under load,

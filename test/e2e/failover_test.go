@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,41 +36,8 @@ func startFailoverPair(t *testing.T, syncSlots bool) *failoverPair {
 	if err != nil {
 		t.Fatalf("failover needs Postgres 17+ server binaries: %v", err)
 	}
-	root, err := os.MkdirTemp("", "sluice-e2e-failover-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(root, 0o777); err != nil { // the server runs as postgres
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	settings := map[string]string{"synchronized_standby_slots": "sb1"}
-	for k, v := range pgtest.Settings {
-		settings[k] = v
-	}
-	p, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(root, "primary"), BinDir: bindir, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Kill() })
-	if err := p.Watchdog(os.Getpid(), ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CreateDatabase(ctx, "app"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := pgcluster.StartStandby(ctx, p, pgcluster.StandbyOptions{
-		Options: pgcluster.Options{Dir: filepath.Join(root, "standby"), Settings: pgtest.Settings},
-		Slot:    "sb1", DB: "app", SyncSlots: syncSlots})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Kill() })
-	if err := s.Watchdog(os.Getpid(), ""); err != nil {
-		t.Fatal(err)
-	}
+	p, s := pgtest.Pair(t, pgtest.PairOptions{BinDir: bindir, Primary: map[string]string{"synchronized_standby_slots": "sb1"},
+		Databases: []string{"app"}, Slot: "sb1", DB: "app", SyncSlots: syncSlots})
 	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/app?sslmode=disable&target_session_attrs=read-write", p.Port(), s.Port())
 	return &failoverPair{primary: p, standby: s, dsn: dsn}
 }
@@ -88,6 +53,12 @@ type readerStatus struct {
 	SlotLost *struct {
 		Why string `json:"why"`
 	} `json:"slot_lost"`
+	// Standby: decoding from a standby (standby_test.go).
+	Standby *struct {
+		Primary   string `json:"primary"`
+		ReplayLSN string `json:"replay_lsn"`
+		LagBytes  int64  `json:"lag_bytes"`
+	} `json:"standby"`
 }
 
 func (s *sluice) readerStatus(t *testing.T) readerStatus {

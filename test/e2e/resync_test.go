@@ -64,6 +64,76 @@ func (s *sluice) startResync(args ...string) int64 {
 	return r.ID
 }
 
+// divergedUnderLoad makes sluice's copy of public.rs_items diverge from
+// src (diverge: rows deleted and changed where the stream never says so),
+// checks that the oracle sees it, and starts the load on src; stop ends the
+// load and waits for it (once; later calls do nothing).
+func divergedUnderLoad(ctx context.Context, t *testing.T, src *pg, s *sluice) (stop func()) {
+	t.Helper()
+	diverge(src, "public.rs_items",
+		`DELETE FROM public.rs_items WHERE id % 37 = 0`,
+		`UPDATE public.rs_items SET v = -v WHERE id % 41 = 0`)
+	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, diffs := oracle(t, src, s, "public.rs_items", []string{"tenant_id", "id"}); len(diffs) == 0 {
+		t.Fatal("the copy did not diverge: the resync would prove nothing")
+	}
+	pool, err := pgxpool.New(ctx, src.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go load(lctx, t, pool, &wg)
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); wg.Wait(); pool.Close() }) }
+}
+
+// killDuringResync kills sluice with SIGKILL once resync id has published
+// at least chunks chunks, starts it again, and returns the chunks it had;
+// the test fails if the resync finishes first.
+func (s *sluice) killDuringResync(id, chunks int64) int64 {
+	s.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		r := s.resync(id)
+		if r.State == state.ResyncDone {
+			s.t.Fatalf("the resync finished before the kill (chunks %d): make the chunks smaller", r.Chunks)
+		}
+		if r.Chunks >= chunks {
+			s.dev.P.Kill()
+			s.start()
+			return r.Chunks
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("resync at %d chunks after 3 minutes\n%s", r.Chunks, s.tail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitResyncDone waits until resync id is done (5 minutes at most); a
+// failed one fails the test.
+func (s *sluice) waitResyncDone(id int64) state.Resync {
+	s.t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		done := s.resync(id)
+		if done.State == state.ResyncFailed {
+			s.t.Fatalf("resync failed: %s\n%s", done.Error, s.tail())
+		}
+		if done.State == state.ResyncDone {
+			return done
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("resync not done: %+v\n%s", done, s.tail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // diverge makes the pipeline's copy of table differ from the source
 // without the stream saying so: the table leaves the publication, rows are
 // deleted and changed, and it joins again (pgoutput decodes each change with
@@ -113,68 +183,18 @@ func TestResyncUnderLoadKilledTwice(t *testing.T) {
 	src.exec(`CREATE TABLE public.rs_items (tenant_id text NOT NULL, id bigint NOT NULL, v bigint NOT NULL, PRIMARY KEY (tenant_id, id));
 		INSERT INTO public.rs_items SELECT 't' || (g % 20), g, g FROM generate_series(1, 20000) g; ANALYZE public.rs_items;`)
 	s, ctx := startLive(t, src, []string{"public.rs_items"}, "SLUICE_SOURCE_RESYNC_CHUNK_ROWS=200")
-	diverge(src, "public.rs_items",
-		`DELETE FROM public.rs_items WHERE id % 37 = 0`,
-		`UPDATE public.rs_items SET v = -v WHERE id % 41 = 0`)
-	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if _, diffs := oracle(t, src, s, "public.rs_items", []string{"tenant_id", "id"}); len(diffs) == 0 {
-		t.Fatal("the copy did not diverge: the test proves nothing")
-	}
-
-	pool, err := pgxpool.New(ctx, src.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	lctx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go load(lctx, t, pool, &wg)
-	defer func() { stopLoad(); wg.Wait() }()
+	stopLoad := divergedUnderLoad(ctx, t, src, s)
+	defer stopLoad()
 
 	id := s.startResync("--table", "public.rs_items")
 	for kill := 1; kill <= 2; kill++ {
 		// Killed midway: once some chunks more are published.
-		var at int64
-		deadline := time.Now().Add(3 * time.Minute)
-		for {
-			r := s.resync(id)
-			if r.State == state.ResyncDone {
-				t.Fatalf("the resync finished before kill %d (chunks %d): make the chunks smaller", kill, r.Chunks)
-			}
-			if r.Chunks >= int64(10*kill) {
-				at = r.Chunks
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("resync at %d chunks after 3 minutes\n%s", r.Chunks, s.tail())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		s.dev.P.Kill()
+		at := s.killDuringResync(id, int64(10*kill))
 		t.Logf("kill %d at chunk %d", kill, at)
-		s.start()
 	}
-	var done state.Resync
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		done = s.resync(id)
-		if done.State == state.ResyncFailed {
-			t.Fatalf("resync failed: %s\n%s", done.Error, s.tail())
-		}
-		if done.State == state.ResyncDone {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("resync not done: %+v\n%s", done, s.tail())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	done := s.waitResyncDone(id)
 	t.Logf("resync: %d rows in %d chunks, %d left to the stream, end %s", done.Rows, done.Chunks, done.Dropped, done.EndLSN)
 	stopLoad()
-	wg.Wait()
 	if _, err := kit.Wait(ctx, s.server, src.lsn(), 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}

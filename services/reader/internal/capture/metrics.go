@@ -37,6 +37,7 @@ type Metrics struct {
 	SpillBytes     prometheus.Gauge       // streamed transactions' spill files on local disk
 	SpillTxns      prometheus.Gauge       // streamed transactions open (not yet committed or aborted)
 	StreamedTxns   *prometheus.CounterVec // by event: started, committed, aborted, subxact_aborted
+	ReplayWait     prometheus.Histogram   // a standby source: the wait for a resync's low watermark to be replayed
 }
 
 // NewMetrics creates and registers the metrics on reg (nil: unregistered;
@@ -72,6 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SpillTxns:      telemetry.MustRegister(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_reader_streaming_transactions", Help: "In-progress transactions streamed by Postgres (protocol 2) not yet committed or aborted."})),
 		StreamedTxns:   telemetry.MustRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reader_streamed_transactions_total", Help: "Streamed in-progress transactions (protocol 2), by event: started, committed, aborted, subxact_aborted (a subtransaction's changes left out)."}, []string{"event"})),
 		Clears:         telemetry.MustRegister(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_reader_clears_total", Help: "Clears published to CHANGES: one per table a TRUNCATE named, one per finished resync."})),
+		ReplayWait:     telemetry.MustRegister(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_reader_standby_replay_wait_seconds", Help: "Decoding from a standby: the wait, before a resync chunk's read, until the standby replayed the chunk's low watermark written on the primary.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})),
 	}
 	return m
 }

@@ -154,18 +154,3 @@ func (f *Failover) judge() {
 	}
 	f.Possible = !f.InRecovery && f.SlotFailover && ready > 0 && f.SlotSyncWorkers > 0
 }
-
-// CheckPrimary refuses a source that is a standby (in recovery): the reader
-// writes to the source (the publication, resync watermarks, and its state
-// when kept there), which a standby refuses. With several hosts in
-// source.dsn, target_session_attrs=read-write picks the primary.
-func CheckPrimary(ctx context.Context, q Querier) error {
-	var standby bool
-	if err := q.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
-		return fmt.Errorf("checking whether the source is a standby: %w", err)
-	}
-	if standby {
-		return invalid("source.dsn connects to a standby (pg_is_in_recovery() is true); sluice captures from the primary: point source.dsn at it, or, naming several hosts, add target_session_attrs=read-write (postgres://app@pg-a,pg-b/app?target_session_attrs=read-write) so the one that accepts writes is chosen")
-	}
-	return nil
-}

@@ -315,9 +315,26 @@ func printStatus(w io.Writer, raw []byte) error {
 			At  time.Time `json:"at"`
 			Why string    `json:"why"`
 		} `json:"slot_lost"`
+		Standby *struct {
+			Primary    string   `json:"primary"`
+			ReplayLSN  string   `json:"replay_lsn"`
+			LagBytes   int64    `json:"lag_bytes"`
+			LagSeconds *float64 `json:"lag_seconds"`
+			Error      string   `json:"error"`
+		} `json:"standby"`
 	}
 	if r, ok := st.Services["reader"]; ok && json.Unmarshal(r, &reader) == nil {
 		fmt.Fprintf(tw, "reader\t%s\n", reader.State)
+		if sb := reader.Standby; sb != nil {
+			fmt.Fprintf(tw, "  decoding from a standby\twrites to the primary %s; replayed %s, %s behind it", sb.Primary, sb.ReplayLSN, formatBytes(sb.LagBytes))
+			if sb.LagSeconds != nil {
+				fmt.Fprintf(tw, ", last transaction replayed %s ago", time.Duration(*sb.LagSeconds*float64(time.Second)).Round(time.Millisecond))
+			}
+			fmt.Fprintln(tw)
+			if sb.Error != "" {
+				fmt.Fprintf(tw, "    %s\n", sb.Error)
+			}
+		}
 		if f := reader.Failover; f != nil {
 			verdict := "not possible (a promoted standby has no copy of the slot: every table would be copied again)"
 			if f.Possible {

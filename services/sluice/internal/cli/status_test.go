@@ -62,3 +62,19 @@ func TestPrintStatusFailover(t *testing.T) {
 		}
 	}
 }
+
+// sluice status says that the reader decodes from a standby, the primary
+// it writes to (host only) and the standby's replay lag.
+func TestPrintStatusStandby(t *testing.T) {
+	raw := `{"services":{"reader":{"state":"streaming",
+		"standby":{"primary":"pg-a:5432","replay_lsn":"0/3000148","lag_bytes":2048,"lag_seconds":0.25,"checked_at":"2026-12-07T12:00:00Z"}}}}`
+	var out bytes.Buffer
+	if err := printStatus(&out, []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"decoding from a standby", "writes to the primary pg-a:5432", "replayed 0/3000148", "2.0KiB behind it", "250ms ago"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

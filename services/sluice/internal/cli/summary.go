@@ -67,6 +67,9 @@ func printSummary(w io.Writer, process string, names []string, cfg config.Config
 		row("source", fmt.Sprintf("the demo: %d tenants, %g transactions/s", cfg.Demo.Tenants, cfg.Demo.Rate))
 	} else if cfg.Source.DSN != "" && (process == "dev" || contains(names, "reader")) {
 		row("source", redactURL(cfg.Source.DSN))
+		if cfg.Source.PrimaryDSN != "" {
+			row("primary", redactURL(cfg.Source.PrimaryDSN)+"   (sluice writes here; it decodes from source)")
+		}
 	}
 	row("data", cfg.DataDir)
 	if process == "dev" {
