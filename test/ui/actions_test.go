@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -215,6 +218,7 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 			}
 			return nil
 		})
+		screenshot(t, bin, server+"/ui?destination=a2", "ui-actions.png")
 	})
 
 	t.Run("pin and unpin", func(t *testing.T) {
@@ -248,6 +252,7 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 		pgtest.Exec(t, dsn, `INSERT INTO public.items VALUES ('`+bad+`', 1, 'bad')`)
 		first := waitDeadLetter(t, server, 0)
 		b.open(server+"/ui", fmt.Sprintf(`#dlq tr[data-seq="%d"]`, first))
+		screenshot(t, bin, server+"/ui", "ui-actions-dlq.png")
 		b.click(fmt.Sprintf(`#dlq tr[data-seq="%d"] button[data-op="show"]`, first))
 		if got := b.waitText("#dlq tr.a-detail", "Sluice-Stage: router"); !strings.Contains(got, "body:") {
 			t.Fatalf("the dead letter's detail: %q", got)
@@ -301,6 +306,42 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 		b.waitText("#dlq", "no dead letters")
 	})
 
+	t.Run("another site's page cannot act", func(t *testing.T) {
+		b.t = t
+		// A page at http://localhost:PORT is another site than the
+		// server's http://127.0.0.1:PORT: its form post, its fetch with
+		// the client header (which needs a preflight) and its no-cors
+		// fetch each try to change a3.
+		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<!doctype html><form id="f" method="POST" action="%[1]s/api/v1/destinations/a3/pause" target="sink"><input name="reason" value="evil"></form>
+<iframe name="sink"></iframe><script>
+window.results = [];
+fetch("%[1]s/api/v1/destinations/a3/drain", {method: "POST", headers: {"X-Sluice-Client": "evil"}}).then(r => results.push("cors " + r.status), () => results.push("cors refused"));
+fetch("%[1]s/api/v1/destinations/a3/retire", {method: "POST", mode: "no-cors", credentials: "include"}).then(r => results.push("no-cors " + r.type), () => results.push("no-cors refused"));
+document.getElementById("f").submit();
+</script>`, server)
+		}))
+		defer evil.Close()
+		b.open(strings.Replace(evil.URL, "127.0.0.1", "localhost", 1), "iframe")
+		var results []string
+		until(t, 20*time.Second, "the other site's fetches never ended", func() error {
+			var err error
+			results, err = eval[[]string](b, `window.results || []`)
+			if err == nil && len(results) < 2 {
+				err = fmt.Errorf("results %v", results)
+			}
+			return err
+		})
+		if !slices.Contains(results, "cors refused") {
+			t.Errorf("the cross-site fetch with the client header was let through: %v", results)
+		}
+		time.Sleep(2 * time.Second) // the form post's answer, and a state poll
+		if st := lifecycleState(t, server, "a3"); st != "active" {
+			t.Fatalf("another site's page made a3 %s (fetches: %v)", st, results)
+		}
+	})
+
 	t.Run("retire and purge", func(t *testing.T) {
 		b.t = t
 		b.open(server+"/ui?destination=a4", "#a-purge")
@@ -336,7 +377,6 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 		if err := getJSON(server, "/api/v1/destinations/a4/purge", &st); err != nil || st.Request != "done" {
 			t.Fatalf("the API's purge of a4: %+v %v", st, err)
 		}
-		screenshot(t, bin, server+"/ui?destination=a4", "ui-actions.png")
 	})
 }
 
