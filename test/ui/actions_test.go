@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -29,6 +32,34 @@ type clicker struct {
 	dialogs atomic.Int32
 }
 
+// actionsToken is the HTTP token TestActions runs sluice dev with: the
+// browser is asked for it as a person is (HTTP Basic), and the test's own
+// API calls send it as a bearer token.
+const actionsToken = "ui-actions-token"
+
+// authGet is getJSON with the token.
+func authGet(server, path string, v any) error {
+	req, err := http.NewRequest(http.MethodGet, server+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+actionsToken)
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// newClicker starts Chromium; when the server asks for credentials it
+// answers them as a person types them into the browser's prompt (any
+// user name, the token as password), after which the browser sends them
+// with the page's own fetches.
 func newClicker(t *testing.T, bin string) *clicker {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
@@ -40,6 +71,29 @@ func newClicker(t *testing.T, bin string) *clicker {
 	c := &clicker{t: t, ctx: ctx}
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("starting chromium: %v", err)
+	}
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	auth := chromedp.Events(ctx, fetch.AuthRequired)
+	go func() {
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+		}
+	}()
+	go func() {
+		for ev, err := range auth {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, fetch.ContinueWithAuth, fetch.ContinueWithAuthParams{RequestID: ev.RequestID,
+				AuthChallengeResponse: &fetch.AuthChallengeResponse{Response: fetch.AuthChallengeResponseResponseProvideCredentials, Username: "operator", Password: actionsToken}})
+		}
+	}()
+	yes := true
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{HandleAuthRequests: &yes}); err != nil {
+		t.Fatalf("answering the browser's credential prompts: %v", err)
 	}
 	// A confirm() blocks the page until it is answered: a goroutine
 	// answers each one as told.
@@ -77,11 +131,42 @@ func (c *clicker) click(sel string) {
 	c.run("clicking "+sel, chromedp.WaitEnabled(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
 }
 
+// press clicks sel the way its handler sees a click (element.click()),
+// for the buttons of tables the page re-renders every refresh, whose rows
+// a mouse click at the button's last position could miss as the layout
+// shifts under it.
+func (c *clicker) press(sel string) {
+	c.t.Helper()
+	c.run("clicking "+sel, chromedp.WaitEnabled(chromedp.CSS(sel)),
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).click()`, sel)))
+}
+
 // typeIn replaces the value of the input sel by typing v.
 func (c *clicker) typeIn(sel, v string) {
 	c.t.Helper()
 	c.run("typing in "+sel, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).value = ""`, sel)),
 		chromedp.SendKeys(chromedp.CSS(sel), v))
+}
+
+// shot keeps a screenshot of the page as it is, under
+// SLUICE_UI_SCREENSHOT_DIR (the browser holds the credentials, which
+// screenshot's own Chromium would not).
+func (c *clicker) shot(name string) {
+	c.t.Helper()
+	if shotDir() == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		c.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path, _ := filepath.Abs(filepath.Join(shotDir(), name))
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Logf("screenshot %s", path)
 }
 
 // eval evaluates a JavaScript expression in the page.
@@ -117,15 +202,17 @@ func (c *clicker) waitText(sel, want string) string {
 // say is the page's message line after an action.
 const say = "#a-msg"
 
-// TestActions starts one `sluice dev` on a source of four tenants and
-// clicks every action of the status page in headless Chromium, checking
-// each one's effect through the API: pause, resume and drain; a resync of
-// one destination and of the whole table with their progress bars; pin
-// and unpin; a dead letter (a row whose routing value makes no
-// destination name) shown, replayed, purged, and the DLQ replayed and
-// purged whole, a cancelled confirm() purging nothing; a purge refused
-// before the retire with the API's message on the page, then retire and
-// purge behind the typed destination name.
+// TestActions starts one `sluice dev`, behind a token, on a source of four
+// tenants and clicks every action of the status page in headless Chromium
+// (which is given the token as a person types it into the browser's
+// prompt), checking each one's effect through the API: pause, resume and
+// drain; a resync of one destination and of the whole table with their
+// progress bars; pin and unpin; a dead letter (a row whose routing value
+// makes no destination name) shown, replayed, purged, and the DLQ
+// replayed and purged whole, a cancelled confirm() purging nothing;
+// another site's page whose form post and fetches change nothing; a
+// purge refused before the retire with the API's message on the page,
+// then retire and purge behind the typed destination name.
 func TestActions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts sluice dev")
@@ -135,6 +222,7 @@ func TestActions(t *testing.T) {
 	pgtest.Exec(t, dsn, `
 CREATE TABLE public.items (tenant_id text NOT NULL, id bigint NOT NULL, note text, PRIMARY KEY (tenant_id, id));
 INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_series(1, 800) g;`)
+	t.Setenv("SLUICE_HTTP_TOKEN", actionsToken)
 	server := startDev(t, fmt.Sprintf(`source:
   dsn: %s
   tables: [public.items]
@@ -145,11 +233,11 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 `, dsn))
 	until(t, 2*time.Minute, "the backfill never reached a snapshot", func() error {
 		var d destPage
-		if err := getJSON(server, "/api/v1/destinations?limit=10", &d); err != nil {
+		if err := authGet(server, "/api/v1/destinations?limit=10", &d); err != nil {
 			return err
 		}
 		var s summary
-		if err := getJSON(server, "/api/v1/status/summary", &s); err != nil {
+		if err := authGet(server, "/api/v1/status/summary", &s); err != nil {
 			return err
 		}
 		if d.Total < 4 || len(s.Snapshots) == 0 {
@@ -206,7 +294,7 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 			State       string `json:"state"`
 			Rows        int64  `json:"rows_copied"`
 		}
-		if err := getJSON(server, "/api/v1/resyncs", &rs); err != nil || len(rs) == 0 || rs[0].Destination != "a2" || rs[0].State != "done" || rs[0].Rows != 200 {
+		if err := authGet(server, "/api/v1/resyncs", &rs); err != nil || len(rs) == 0 || rs[0].Destination != "a2" || rs[0].State != "done" || rs[0].Rows != 200 {
 			t.Fatalf("the API's resyncs: %+v %v", rs, err)
 		}
 		b.click("#a-resync-table")
@@ -218,7 +306,7 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 			}
 			return nil
 		})
-		screenshot(t, bin, server+"/ui?destination=a2", "ui-actions.png")
+		b.shot("ui-actions.png")
 	})
 
 	t.Run("pin and unpin", func(t *testing.T) {
@@ -228,7 +316,7 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.click(`#snaps button[data-pin="` + v + `"][data-on="true"]`)
+		b.press(`#snaps button[data-pin="` + v + `"][data-on="true"]`)
 		b.waitText(say, "snapshot v"+v+" pinned")
 		if !pinned(t, server, v) {
 			t.Fatalf("v%s is not pinned after the click", v)
@@ -252,12 +340,12 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 		pgtest.Exec(t, dsn, `INSERT INTO public.items VALUES ('`+bad+`', 1, 'bad')`)
 		first := waitDeadLetter(t, server, 0)
 		b.open(server+"/ui", fmt.Sprintf(`#dlq tr[data-seq="%d"]`, first))
-		screenshot(t, bin, server+"/ui", "ui-actions-dlq.png")
-		b.click(fmt.Sprintf(`#dlq tr[data-seq="%d"] button[data-op="show"]`, first))
+		b.shot("ui-actions-dlq.png")
+		b.press(fmt.Sprintf(`#dlq tr[data-seq="%d"] button[data-op="show"]`, first))
 		if got := b.waitText("#dlq tr.a-detail", "Sluice-Stage: router"); !strings.Contains(got, "body:") {
 			t.Fatalf("the dead letter's detail: %q", got)
 		}
-		b.click(fmt.Sprintf(`#dlq tr[data-seq="%d"] button[data-op="replay"]`, first))
+		b.press(fmt.Sprintf(`#dlq tr[data-seq="%d"] button[data-op="replay"]`, first))
 		b.waitText(say, fmt.Sprintf("dead letter %d replayed to sluice.replay.", first))
 		// The router takes it again and, its value still unroutable,
 		// dead-letters it anew.
@@ -275,7 +363,7 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 		// A cancelled confirm() purges nothing; an accepted one does.
 		b.accept.Store(false)
 		n := b.dialogs.Load()
-		b.click(row + ` button[data-op="purge"]`)
+		b.press(row + ` button[data-op="purge"]`)
 		until(t, 10*time.Second, "no confirm() was asked", func() error {
 			if b.dialogs.Load() == n {
 				return fmt.Errorf("no dialog")
@@ -287,7 +375,7 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 			t.Fatalf("a cancelled purge removed dead letter %d", again)
 		}
 		b.accept.Store(true)
-		b.click(row + ` button[data-op="purge"]`)
+		b.press(row + ` button[data-op="purge"]`)
 		b.waitText(say, fmt.Sprintf("dead letter %d purged", again))
 		if deadLetters(t, server)[again] {
 			t.Fatalf("dead letter %d is still there after its purge", again)
@@ -295,10 +383,10 @@ INSERT INTO public.items SELECT 'a' || (g % 4 + 1), g, 'n' || g FROM generate_se
 		// Replay all, then purge all.
 		pgtest.Exec(t, dsn, `UPDATE public.items SET note = 'again' WHERE tenant_id = '`+bad+`'`)
 		third := waitDeadLetter(t, server, again)
-		b.click("#dlq-replay-all")
+		b.press("#dlq-replay-all")
 		b.waitText(say, "replayed 1 of 1 dead letters")
 		fourth := waitDeadLetter(t, server, third)
-		b.click("#dlq-purge-all")
+		b.press("#dlq-purge-all")
 		b.waitText(say, "purged ")
 		if seqs := deadLetters(t, server); len(seqs) != 0 {
 			t.Fatalf("dead letters after purge all (the last was %d): %v", fourth, seqs)
@@ -374,7 +462,7 @@ document.getElementById("f").submit();
 		var st struct {
 			Request string `json:"request"`
 		}
-		if err := getJSON(server, "/api/v1/destinations/a4/purge", &st); err != nil || st.Request != "done" {
+		if err := authGet(server, "/api/v1/destinations/a4/purge", &st); err != nil || st.Request != "done" {
 			t.Fatalf("the API's purge of a4: %+v %v", st, err)
 		}
 	})
@@ -387,7 +475,7 @@ func lifecycleState(t *testing.T, server, name string) string {
 		Destination string `json:"destination"`
 		State       string `json:"state"`
 	}
-	if err := getJSON(server, "/api/v1/destinations/states?destination="+name, &rows); err != nil {
+	if err := authGet(server, "/api/v1/destinations/states?destination="+name, &rows); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
@@ -405,7 +493,7 @@ func pinned(t *testing.T, server, v string) bool {
 		Version json.Number `json:"version"`
 		Pinned  bool        `json:"pinned"`
 	}
-	if err := getJSON(server, "/api/v1/snapshots", &snaps); err != nil {
+	if err := authGet(server, "/api/v1/snapshots", &snaps); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range snaps {
@@ -423,7 +511,7 @@ func deadLetters(t *testing.T, server string) map[uint64]bool {
 	var list []struct {
 		Seq uint64 `json:"seq"`
 	}
-	if err := getJSON(server, "/api/v1/dlq", &list); err != nil {
+	if err := authGet(server, "/api/v1/dlq", &list); err != nil {
 		t.Fatal(err)
 	}
 	out := map[uint64]bool{}
@@ -443,7 +531,7 @@ func waitDeadLetter(t *testing.T, server string, after uint64) uint64 {
 			Seq   uint64 `json:"seq"`
 			Stage string `json:"stage"`
 		}
-		if err := getJSON(server, "/api/v1/dlq", &list); err != nil {
+		if err := authGet(server, "/api/v1/dlq", &list); err != nil {
 			return err
 		}
 		for _, d := range list {
@@ -455,7 +543,7 @@ func waitDeadLetter(t *testing.T, server string, after uint64) uint64 {
 		var st struct {
 			Services map[string]json.RawMessage `json:"services"`
 		}
-		_ = getJSON(server, "/api/v1/status", &st)
+		_ = authGet(server, "/api/v1/status", &st)
 		return fmt.Errorf("dead letters %+v; router %s; reader %.600s", list, st.Services["router"], st.Services["reader"])
 	})
 	return seq
