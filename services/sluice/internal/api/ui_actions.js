@@ -27,6 +27,7 @@
   tr.a-detail td { white-space: pre-wrap; font: 12px/1.35 ui-monospace, monospace; background: #f8f9fb; }
   td.a-btns { text-align: right; } td.a-btns button { margin-left: 4px; }
   .pin { font-size: 12px; color: #93370d; }
+  .s-active { background: #dcfae6; color: #067647; }
   `;
   document.head.appendChild(style);
 
