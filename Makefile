@@ -136,7 +136,7 @@ trace: build jaeger
 # resync beside a halted table.
 screenshots: build
 	cd test && SLUICE_BIN=$(CURDIR)/bin/sluice SLUICE_UI_TENANTS=300 SLUICE_UI_SCREENSHOT=$(CURDIR)/docs/ui.png \
-		SLUICE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run 'TestStatusPage|TestMotion|TestBackfillProgress|TestResyncProgress' -v ./ui/
+		SLUICE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run 'TestStatusPage|TestMotion|TestBackfillProgress|TestResyncProgress|TestActions' -v ./ui/
 
 # The reader's 2 GB transaction under a fixed heap bound (needs ~10 GB of disk;
 # SLUICE_BIG_TX_MB=1024 scales it down).

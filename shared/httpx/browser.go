@@ -3,6 +3,8 @@ package httpx
 import (
 	"mime"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -71,4 +73,37 @@ func simpleContentType(ct string) bool {
 		return true
 	}
 	return false
+}
+
+// CrossOrigin says why r was sent by a page of another origin than the
+// server it reached, or "" when it was not: the check every request that
+// changes state passes, so that the status page's own fetches work and no
+// other page's form post or fetch does. A browser that sends Sec-Fetch-Site
+// (every current one, to https and to localhost) is judged by it alone:
+// "same-origin", or "none" (the user typed the URL), and nothing else —
+// "same-site" is refused too, as another port of localhost is the same
+// site. Without it, an Origin header must name the host and port the
+// request names in Host (a reverse proxy must keep Host); "null" never
+// does. A request with neither is not a browser's cross-origin one (or is
+// an older browser's, which the callers' custom-header rule stops).
+func CrossOrigin(r *http.Request) string {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
+		if s == "same-origin" || s == "none" {
+			return ""
+		}
+		return "the request was made by a page of another origin (Sec-Fetch-Site: " + s + ")"
+	}
+	vs, ok := r.Header["Origin"]
+	if !ok {
+		return ""
+	}
+	origin := ""
+	if len(vs) > 0 {
+		origin = vs[0]
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || !strings.EqualFold(u.Host, r.Host) {
+		return "the request comes from a page at " + strconv.Quote(origin) + ", not from this server (" + r.Host + ")"
+	}
+	return ""
 }

@@ -83,6 +83,7 @@ func Register(h *httpx.Server, d Deps) *Series {
 	registerSnapshots(h, a)
 	h.Handle("GET /api/v1/rows", http.HandlerFunc(a.rows))
 	h.Handle("GET /ui", http.HandlerFunc(a.ui))
+	h.Handle("GET /ui/actions.js", http.HandlerFunc(a.uiActions))
 	h.Handle("GET /api/v1/links", http.HandlerFunc(a.links))
 	h.Handle("GET /{$}", http.RedirectHandler("/ui", http.StatusFound))
 	registerDestinations(h, a)

@@ -79,7 +79,8 @@ type PurgeResult struct {
 	Purged uint64 `json:"purged"`
 }
 
-// ClientHeader must be present on the requests that change dead letters.
+// ClientHeader must be present on every request that changes state
+// (guard.go).
 const ClientHeader = "X-Sluice-Client"
 
 // ErrDLQEntry marks a dead letter that cannot be replayed as asked.
@@ -457,10 +458,11 @@ func (d *DLQ) endsGoneHalt(ctx context.Context, seq uint64) bool {
 //	POST   /api/v1/dlq/purge?stage=S        purge all (of a stage)
 //
 // api.Register calls it with Deps.JS; a process without NATS skips it. The
-// endpoints that change the DLQ (POST, DELETE) also require the header
-// ClientHeader, which a browser cannot send cross-site without a CORS
-// preflight this server never grants: a web page cannot purge or replay
-// dead letters through a local `sluice dev` that runs without a token.
+// endpoints that change the DLQ (POST, DELETE) pass the request guard of
+// every change (guard.go): ClientHeader, which a browser cannot send
+// cross-site without a CORS preflight this server never grants, and no
+// other origin's page; a web page cannot purge or replay dead letters
+// through a local `sluice dev` that runs without a token.
 func RegisterDLQ(h *httpx.Server, d Deps) {
 	if d.JS == nil {
 		return
@@ -468,15 +470,7 @@ func RegisterDLQ(h *httpx.Server, d Deps) {
 	a := &handler{d: d}
 	q := NewDLQ(d.JS)
 	q.ledger = d.Halts
-	guarded := func(f http.HandlerFunc) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get(ClientHeader) == "" {
-				writeJSON(w, http.StatusForbidden, Error{Error: "send the " + ClientHeader + " header (the sluice CLI does) to change dead letters"})
-				return
-			}
-			f(w, r)
-		})
-	}
+	guarded := func(f http.HandlerFunc) http.Handler { return changes("to change dead letters", f) }
 	h.Handle("GET /api/v1/dlq", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit := 0
 		if v := r.URL.Query().Get("limit"); v != "" {

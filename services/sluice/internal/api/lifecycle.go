@@ -21,9 +21,9 @@ package api
 // (unlisted in mode list, or unroutable); 409 on a refused transition, with
 // the reason; a destination that has not been seen yet can be paused ahead
 // of time, and retired ahead of time only with ?ahead=true (409 without
-// it: a likely typo, and retirement is final). The POSTs need
-// ClientHeader, like the dead-letter endpoints (no cross-site form posts
-// into a tokenless `sluice dev`), and the bearer token when one is set.
+// it: a likely typo, and retirement is final). The POSTs pass the request
+// guard of every change (guard.go: the bearer token when one is set,
+// ClientHeader, no other origin's page), like the dead-letter endpoints.
 
 import (
 	"encoding/json"
@@ -90,10 +90,11 @@ func registerLifecycle(h *httpx.Server, a *handler) {
 	h.Handle("GET /api/v1/destinations/states", http.HandlerFunc(a.lifecycleStates))
 	h.Handle("GET /api/v1/destinations/list", http.HandlerFunc(a.knownDestinations))
 	for action, to := range lifecycleActions {
-		h.Handle("POST /api/v1/destinations/{name}/"+action, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		what := "to " + action + " a destination"
+		h.Handle("POST /api/v1/destinations/{name}/"+action, changes(what, func(w http.ResponseWriter, r *http.Request) {
 			a.lifecycleSet(w, r, to, a.pathTarget)
 		}))
-		h.Handle("POST /api/v1/destinations/"+action, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.Handle("POST /api/v1/destinations/"+action, changes(what, func(w http.ResponseWriter, r *http.Request) {
 			a.lifecycleSet(w, r, to, func(r *http.Request) (string, error) { return a.target(r.URL.Query()) })
 		}))
 	}
@@ -142,10 +143,6 @@ func (a *handler) lifecycleStates(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *handler) lifecycleSet(w http.ResponseWriter, r *http.Request, to state.DestinationState, target func(*http.Request) (string, error)) {
-	if r.Header.Get(ClientHeader) == "" {
-		writeJSON(w, http.StatusForbidden, Error{Error: "send the " + ClientHeader + " header (the sluice CLI does) to change a destination's state"})
-		return
-	}
 	if a.noStates(w) {
 		return
 	}

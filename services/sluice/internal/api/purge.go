@@ -6,7 +6,7 @@ package api
 //	POST /api/v1/destinations/{name}/purge   ask the active publisher to purge a retired destination
 //	GET  /api/v1/destinations/{name}/purge   what remains of it, and the request's state
 //
-// The POST needs ClientHeader (and the bearer token when one is set), the
+// The POST passes the request guard of every change (guard.go) and needs the
 // state database (to check that the destination is retired) and the
 // catalog: 202 with the status; 409 when the destination is not retired,
 // or when a pinned snapshot holds it (the error names the pin). The
@@ -167,7 +167,7 @@ func (r CatalogReads) PurgeStatus(ctx context.Context, destination string) (Purg
 }
 
 func registerPurge(h *httpx.Server, a *handler) {
-	h.Handle("POST /api/v1/destinations/{name}/purge", http.HandlerFunc(a.purge))
+	h.Handle("POST /api/v1/destinations/{name}/purge", changes("to purge a destination", a.purge))
 	h.Handle("GET /api/v1/destinations/{name}/purge", http.HandlerFunc(a.purgeStatus))
 }
 
@@ -180,10 +180,6 @@ func (a *handler) purges(w http.ResponseWriter) (Purges, bool) {
 }
 
 func (a *handler) purge(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(ClientHeader) == "" {
-		writeJSON(w, http.StatusForbidden, Error{Error: "send the " + ClientHeader + " header (the sluice CLI does) to purge a destination"})
-		return
-	}
 	p, ok := a.purges(w)
 	if !ok || a.noStates(w) {
 		return

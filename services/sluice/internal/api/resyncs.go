@@ -14,8 +14,8 @@ package api
 //
 // The table must be listed in source.tables under its canonical name; a
 // destination is named as everywhere else (target.go): a canonical name,
-// or a tenant's routing value. The POST needs ClientHeader and the bearer
-// token when one is set, like every state-changing call.
+// or a tenant's routing value. The POST passes the request guard of every
+// change (guard.go).
 
 import (
 	"encoding/json"
@@ -40,7 +40,7 @@ type ResyncRequest struct {
 }
 
 func registerResyncs(h *httpx.Server, a *handler) {
-	h.Handle("POST /api/v1/resyncs", http.HandlerFunc(a.resyncCreate))
+	h.Handle("POST /api/v1/resyncs", changes("to start a resync", a.resyncCreate))
 	h.Handle("GET /api/v1/resyncs", http.HandlerFunc(a.resyncList))
 	h.Handle("GET /api/v1/resyncs/{id}", http.HandlerFunc(a.resyncGet))
 }
@@ -54,10 +54,6 @@ func (a *handler) noResyncs(w http.ResponseWriter) bool {
 }
 
 func (a *handler) resyncCreate(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(ClientHeader) == "" {
-		writeJSON(w, http.StatusForbidden, Error{Error: "send the " + ClientHeader + " header (the sluice CLI does) to start a resync"})
-		return
-	}
 	if a.noResyncs(w) {
 		return
 	}
