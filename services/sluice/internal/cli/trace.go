@@ -161,4 +161,3 @@ func printTraces(w io.Writer, root string, set map[string]jaeger.Trace) {
 	}
 	fmt.Fprintf(w, "%d traces; services: %s\n", len(trs), strings.Join(names, ", "))
 }
-
