@@ -49,8 +49,11 @@ build: libchdb
 	@for s in $(SERVICES); do $(GO) build -o bin/$$s ./services/$$s/cmd/$$s || exit 1; done
 	@echo "built: bin/sluice $(addprefix bin/,$(SERVICES))"
 
+# sluice dev with the demo, its traces recorded into a Jaeger started on
+# loopback ports beside it and drawn by its web UI (deploy/run-dev.sh:
+# built in the background the first time; JAEGER=off for none).
 run: build
-	./bin/sluice dev --config $(CONFIG)
+	./deploy/run-dev.sh $(CONFIG)
 
 # Jaeger (for TestTraceEndToEnd) is fetched beside lint and model: on a
 # fresh machine its module downloads overlap their work.
