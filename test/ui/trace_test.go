@@ -132,7 +132,7 @@ func TestTraceView(t *testing.T) {
 	t.Logf("trace view of %s: %d spans, services %v", id, rows, drawn)
 
 	// A click on the flush's row shows its attributes.
-	p.eval(`[...document.querySelectorAll("#trace .t-span")].find(e => e.textContent.includes("flusher.flush")).click()`, nil)
+	p.eval(`[...document.querySelectorAll('#trace .t-span[data-trace="`+id+`"]')].find(e => e.textContent.includes("flusher.flush")).click()`, nil)
 	p.waitFor(10*time.Second, "the flush span's attributes after a click", `document.querySelector("#trace .t-detail")`)
 	var detail string
 	p.eval(`document.querySelector("#trace .t-detail").textContent`, &detail)

@@ -21,7 +21,8 @@ import (
 // of `sluice dev`: a reader trace (the reader's publish, the router's
 // route as its child), a flush trace linking to it (the flusher's flush,
 // the indexer's process as its child) and a publisher trace linking to
-// the flush. The real Jaeger is test/ui's TestTraceView.
+// the flush and to another destination's flush, which is not the asked
+// flush's business. The real Jaeger is test/ui's TestTraceView.
 func fakeJaeger(t *testing.T) *httptest.Server {
 	t0 := time.Now().Add(-time.Minute).UnixMicro()
 	proc := map[string]any{"p1": map[string]any{"serviceName": "sluice-dev", "tags": []any{map[string]any{"key": "host.name", "type": "string", "value": "box"}}}}
@@ -37,7 +38,7 @@ func fakeJaeger(t *testing.T) *httptest.Server {
 	ref := func(kind, trace, span string) map[string]string {
 		return map[string]string{"refType": kind, "traceID": trace, "spanID": span}
 	}
-	const reader, flush, publish = "0000000000000000000000000000aaaa", "0000000000000000000000000000bbbb", "0000000000000000000000000000cccc"
+	const reader, flush, publish, other = "0000000000000000000000000000aaaa", "0000000000000000000000000000bbbb", "0000000000000000000000000000cccc", "0000000000000000000000000000dddd"
 	traces := map[string]map[string]any{
 		reader: {"traceID": reader, "processes": proc, "spans": []any{
 			span(reader, "a1", "publish sluice.changes.public.orders", "reader", 0, 900),
@@ -48,7 +49,10 @@ func fakeJaeger(t *testing.T) *httptest.Server {
 			span(flush, "b2", "process indexer", "indexer", 8000, 1000, ref("CHILD_OF", flush, "b1")),
 		}},
 		publish: {"traceID": publish, "processes": proc, "spans": []any{
-			span(publish, "c1", "publisher.publish", "publisher", 9500, 300, ref("FOLLOWS_FROM", flush, "b1")),
+			span(publish, "c1", "publisher.publish", "publisher", 9500, 300, ref("FOLLOWS_FROM", flush, "b1"), ref("FOLLOWS_FROM", other, "d1")),
+		}},
+		other: {"traceID": other, "processes": proc, "spans": []any{
+			span(other, "d1", "flusher.flush", "flusher", 2500, 4000),
 		}},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +123,7 @@ func TestTraceRoute(t *testing.T) {
 		t.Errorf("services %q, want all five in pipeline order", got)
 	}
 	if len(v.Traces) != 3 || !v.Traces[1].Asked || v.Traces[0].Asked {
-		t.Fatalf("traces %+v: want the reader's, the flush (asked), the publisher's, oldest first", v.Traces)
+		t.Fatalf("traces %+v: want the reader's, the flush (asked), the publisher's, oldest first, not the other flush the publish links to", v.Traces)
 	}
 	var tree []string
 	for _, tr := range v.Traces {

@@ -19,6 +19,7 @@ const sluiceTrace = (() => {
   css.textContent = `
   form#t-open { margin-left: auto; display: flex; gap: 4px; }
   form#t-open input { width: 290px; font-family: ui-monospace, monospace; font-size: 12px; }
+  #trace h2 #t-name { text-transform: none; letter-spacing: 0; font-family: ui-monospace, monospace; }
   #trace .t-head { display: flex; gap: 14px; align-items: baseline; flex-wrap: wrap; margin: 8px 0; }
   #trace .t-legend span { margin-right: 10px; }
   #trace .t-dot { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; vertical-align: -1px; }

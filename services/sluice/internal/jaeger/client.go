@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -226,8 +227,10 @@ var downstream = []Search{
 const downstreamWindow = 5 * time.Minute
 
 // Joined returns the trace id and every trace joined to it by span links,
-// in either direction: the traces its spans link to (and theirs), and the
-// indexer's and publisher's traces whose spans link to one of them.
+// in either direction: the traces its spans link to (and theirs: a
+// flush's router and reader traces), and the indexer's and publisher's
+// traces whose spans link to one of those (a snapshot's publish), without
+// their other links.
 // ErrNoTrace when Jaeger has no trace id.
 func (c *Client) Joined(ctx context.Context, id string) (map[string]Trace, error) {
 	set := map[string]Trace{}
@@ -265,6 +268,7 @@ func (c *Client) Joined(ctx context.Context, id string) (map[string]Trace, error
 	if len(set) == 0 {
 		return nil, fmt.Errorf("Jaeger at %s has no trace %s: %w", c.base, id, ErrNoTrace)
 	}
+	up := maps.Clone(set)
 	t0 := time.UnixMicro(set[firstKey(set, id)].Start())
 	for _, s := range downstream {
 		s.Start, s.End = t0.Add(-time.Second), t0.Add(downstreamWindow)
@@ -272,22 +276,12 @@ func (c *Client) Joined(ctx context.Context, id string) (map[string]Trace, error
 		if err != nil {
 			return nil, err
 		}
-		for changed := true; changed && len(set) < MaxJoined; {
-			changed = false
-			for _, tr := range trs {
-				if _, ok := set[tr.TraceID]; ok {
-					continue
-				}
-				if linksInto(tr, set) {
-					set[tr.TraceID] = tr
-					seen[tr.TraceID] = true
-					queue = append(queue, tr.TraceID)
-					changed = true
-				}
+		// Their own links are not followed: a snapshot's publish links to
+		// the flushes of every destination it published.
+		for _, tr := range trs {
+			if _, ok := set[tr.TraceID]; !ok && len(set) < MaxJoined && linksInto(tr, up) {
+				set[tr.TraceID] = tr
 			}
-		}
-		if err := follow(); err != nil {
-			return nil, err
 		}
 	}
 	return set, nil
