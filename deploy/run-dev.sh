@@ -29,6 +29,9 @@ fi
 OTLP=127.0.0.1:4317
 QUERY=http://127.0.0.1:16686
 export SLUICE_TELEMETRY_OTLP_ENDPOINT="$OTLP" SLUICE_TELEMETRY_JAEGER_QUERY="$QUERY"
+# Spans leave in batches every second (the SDK's default is 5 s), so a
+# pack's trace is in Jaeger about when the UI lists the pack.
+export OTEL_BSP_SCHEDULE_DELAY="${OTEL_BSP_SCHEDULE_DELAY:-1000}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/sluice-run.XXXXXX")"
 log="$work/jaeger.log"
 jpid=""

@@ -140,8 +140,15 @@ const sluiceTrace = (() => {
     sec.id = "trace";
     sec.innerHTML = '<h2><a href="/ui">« status</a> &nbsp; trace <span id="t-name">' + esc(id) + '</span></h2><div id="t-body"><p class="muted" id="t-loading">asking Jaeger…</p></div>';
     document.querySelector("main").appendChild(sec);
-    fetch("/api/v1/traces/" + encodeURIComponent(id)).then(async r => {
+    // A pack's newest trace may not be in Jaeger yet (spans are sent in
+    // batches, seconds after they end): a 404 is asked again a few times.
+    const load = tries => fetch("/api/v1/traces/" + encodeURIComponent(id)).then(async r => {
       const body = await r.json().catch(() => ({}));
+      if (r.status === 404 && tries > 0) {
+        $("t-body").innerHTML = '<p class="muted" id="t-loading">' + esc(body.error || "not found") + "; asking again in 2s (spans reach Jaeger seconds after they end)…</p>";
+        setTimeout(() => load(tries - 1), 2000);
+        return;
+      }
       if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
       render(body);
       $("updated").textContent = "trace read " + new Date().toLocaleTimeString();
@@ -149,6 +156,7 @@ const sluiceTrace = (() => {
       $("t-body").innerHTML = '<p class="bad" id="t-error">' + esc(e.message || e) + "</p>";
       $("updated").textContent = "";
     });
+    load(5);
     return true;
   }
   return {cell, latest, open, SERVICES};
