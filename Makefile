@@ -136,10 +136,10 @@ trace: build jaeger
 
 # The UI screenshots in docs/ (headless Chromium over a demo): the status
 # page with 300 tenants, the charts, a destination page, a backfill and a
-# resync beside a halted table.
-screenshots: build
+# resync beside a halted table, a trace in the UI's trace view (with Jaeger).
+screenshots: build jaeger
 	cd test && SLUICE_BIN=$(CURDIR)/bin/sluice SLUICE_UI_TENANTS=300 SLUICE_UI_SCREENSHOT=$(CURDIR)/docs/ui.png \
-		SLUICE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run 'TestStatusPage|TestMotion|TestBackfillProgress|TestResyncProgress' -v ./ui/
+		SLUICE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run 'TestStatusPage|TestMotion|TestBackfillProgress|TestResyncProgress|TestTraceView' -v ./ui/
 
 # The reader's 2 GB transaction under a fixed heap bound (needs ~10 GB of disk;
 # SLUICE_BIG_TX_MB=1024 scales it down).

@@ -5,7 +5,9 @@
 // the latest snapshot version, the JetStream streams with their consumer
 // counts, and a server-side search; the charts moving under the demo's
 // traffic, a destination's page with its rows, and a backfill's progress
-// bar. SLUICE_UI_SCREENSHOT=path keeps a screenshot (docs/ui.png was taken
+// bar; and, against a real Jaeger, the trace view a pack's trace link
+// opens (clicked over the DevTools protocol, cdp_test.go), with the spans
+// of all five services. SLUICE_UI_SCREENSHOT=path keeps a screenshot (docs/ui.png was taken
 // this way, with SLUICE_UI_TENANTS=300) and SLUICE_UI_SCREENSHOT_DIR=docs the
 // others (`make screenshots` takes them all).
 // It never mocks a component.
