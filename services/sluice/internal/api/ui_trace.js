@@ -134,6 +134,8 @@ const sluiceTrace = (() => {
     const id = (params.get("trace") || "").trim().toLowerCase();
     if (!id) return false;
     for (const s of ["overview", "dest"]) { const el = $(s); if (el) el.classList.add("hidden"); }
+    const auto = $("auto"); // a trace does not change: nothing to refresh
+    if (auto && auto.closest("label")) auto.closest("label").classList.add("hidden");
     $("t-id").value = id;
     document.title = "sluice · trace " + id.slice(0, 12);
     const sec = document.createElement("div");
