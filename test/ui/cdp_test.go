@@ -172,13 +172,23 @@ func (p *page) waitFor(d time.Duration, what, expr string) {
 	}
 }
 
-// screenshot writes the page as a PNG to path.
+// screenshot writes the whole page (beyond the window too) as a PNG to path.
 func (p *page) screenshot(path string) {
 	p.t.Helper()
+	var m struct {
+		Size struct {
+			Width  float64 `json:"width"`
+			Height float64 `json:"height"`
+		} `json:"cssContentSize"`
+	}
+	if err := json.Unmarshal(p.call("Page.getLayoutMetrics", map[string]any{}), &m); err != nil {
+		p.t.Fatal(err)
+	}
 	var r struct {
 		Data string `json:"data"`
 	}
-	if err := json.Unmarshal(p.call("Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true}), &r); err != nil {
+	clip := map[string]any{"x": 0, "y": 0, "width": m.Size.Width, "height": m.Size.Height, "scale": 1}
+	if err := json.Unmarshal(p.call("Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true, "clip": clip}), &r); err != nil {
 		p.t.Fatal(err)
 	}
 	b, err := base64.StdEncoding.DecodeString(r.Data)
