@@ -80,24 +80,7 @@ func TestMakeRunTraces(t *testing.T) {
 	if err := os.Symlink(jbin, filepath.Join(cache, "bin", "jaeger-v1.75.0")); err != nil {
 		t.Fatal(err)
 	}
-	var ports [3]int
-	for i := range ports {
-		if ports[i], err = kit.FreePort(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := fmt.Sprintf("demo:\n  tenants: 4\n  rate: 10\ndata_dir: %s\ndelivery:\n  flush_interval: 1s\n  partitions: 4\npublisher:\n  interval: 500ms\n"+
-		"nats:\n  listen: 127.0.0.1:%d\n  monitor: 127.0.0.1:%d\nhttp:\n  listen: 127.0.0.1:%d\n", filepath.Join(dir, "data"), ports[0], ports[1], ports[2])
-	path := filepath.Join(dir, "sluice.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, dir, ports := demoConfig(t, 4)
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
