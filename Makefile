@@ -49,8 +49,11 @@ build: libchdb
 	@for s in $(SERVICES); do $(GO) build -o bin/$$s ./services/$$s/cmd/$$s || exit 1; done
 	@echo "built: bin/sluice $(addprefix bin/,$(SERVICES))"
 
+# sluice dev with the demo, its traces recorded into a Jaeger started on
+# loopback ports beside it and drawn by its web UI (deploy/run-dev.sh:
+# built in the background the first time; JAEGER=off for none).
 run: build
-	./bin/sluice dev --config $(CONFIG)
+	./deploy/run-dev.sh $(CONFIG)
 
 # Jaeger (for TestTraceEndToEnd) is fetched beside lint and model: on a
 # fresh machine its module downloads overlap their work.
@@ -133,10 +136,10 @@ trace: build jaeger
 
 # The UI screenshots in docs/ (headless Chromium over a demo): the status
 # page with 300 tenants, the charts, a destination page, a backfill and a
-# resync beside a halted table.
-screenshots: build
+# resync beside a halted table, a trace in the UI's trace view (with Jaeger).
+screenshots: build jaeger
 	cd test && SLUICE_BIN=$(CURDIR)/bin/sluice SLUICE_UI_TENANTS=300 SLUICE_UI_SCREENSHOT=$(CURDIR)/docs/ui.png \
-		SLUICE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run 'TestStatusPage|TestMotion|TestBackfillProgress|TestResyncProgress|TestActions' -v ./ui/
+		SLUICE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run 'TestStatusPage|TestMotion|TestBackfillProgress|TestResyncProgress|TestActions|TestTraceView' -v ./ui/
 
 # The reader's 2 GB transaction under a fixed heap bound (needs ~10 GB of disk;
 # SLUICE_BIG_TX_MB=1024 scales it down).

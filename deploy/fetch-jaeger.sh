@@ -12,6 +12,12 @@ if [ -x "$OUT" ]; then
   echo "$OUT"
   exit 0
 fi
+# --path: print where the binary is (or would be) and say, by the exit
+# status, whether it is there, without building (deploy/run-dev.sh).
+if [ "${1:-}" = --path ]; then
+  echo "$OUT"
+  exit 1
+fi
 mkdir -p "$CACHE"
 # One build at a time: .ci/run starts one early, beside its installs, and
 # make test's own fetch then waits for it here and finds the binary.

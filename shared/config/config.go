@@ -318,11 +318,27 @@ type Telemetry struct {
 	DestinationNames string `yaml:"destination_names"`
 	LogLevel         string `yaml:"log_level"`
 	LogFormat        string `yaml:"log_format"` // auto (text on a terminal, JSON otherwise) | json | text
-	// JaegerUI is the base URL of Jaeger's UI and query API (e.g.
-	// http://127.0.0.1:16686); `sluice trace` reads spans from it and the
-	// start-up summary prints it; the web UI links a destination's pack
-	// traces there.
+	// JaegerUI is the base URL of Jaeger's UI (e.g.
+	// http://127.0.0.1:16686) as a browser reaches it: the start-up
+	// summary prints it and the web UI links a destination's pack traces
+	// there. It is also the query API unless JaegerQuery is set.
 	JaegerUI string `yaml:"jaeger_ui"`
+	// JaegerQuery is the base URL of Jaeger's query API (/api/traces) as
+	// this process reaches it: `sluice trace` and the web UI's own trace
+	// view (/ui?trace=ID, served through /api/v1/traces/ID) read spans
+	// there. Empty: JaegerUI. `make run` sets it to the Jaeger it starts,
+	// which has no web assets of its own, so the web UI links traces to
+	// its own view.
+	JaegerQuery string `yaml:"jaeger_query"`
+}
+
+// QueryURL is where Jaeger's query API is: JaegerQuery, else JaegerUI;
+// "" when neither is set.
+func (t Telemetry) QueryURL() string {
+	if t.JaegerQuery != "" {
+		return t.JaegerQuery
+	}
+	return t.JaegerUI
 }
 
 // Demo is the demo schema and traffic of `sluice dev` without a source.

@@ -81,6 +81,7 @@ func TestRefusals(t *testing.T) {
 		{"telemetry:\n  log_level: loud", "telemetry.log_level"},
 		{"telemetry:\n  jaeger_ui: javascript:alert(1)", "telemetry.jaeger_ui"}, // it becomes a link in the UI
 		{"telemetry:\n  jaeger_ui: localhost:16686", "telemetry.jaeger_ui"},
+		{"telemetry:\n  jaeger_query: localhost:16686", "telemetry.jaeger_query"},
 		{"catalog:\n  claims_grace: 1m", "catalog.claims_grace"}, // a claim is never deleted within minutes of its write
 		{"catalog:\n  claims_grace: 0s", "catalog.claims_grace"},
 		{"source:\n  protocol: 3", "source.protocol"}, // pgoutput versions 1 and 2 only

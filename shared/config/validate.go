@@ -200,6 +200,11 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
+	if c.Telemetry.JaegerQuery != "" {
+		if err := checkURL("telemetry.jaeger_query", c.Telemetry.JaegerQuery, "http", "https"); err != nil {
+			return err
+		}
+	}
 	if c.Demo.Tenants <= 0 {
 		return bad("demo.tenants", "must be positive")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +192,23 @@ func TestUnexportedSpansNotRecorded(t *testing.T) {
 	defer func() { _ = tp2.Shutdown(context.Background()) }()
 	if _, s := tp2.Tracer("t").Start(context.Background(), "flush"); !s.IsRecording() {
 		t.Fatal("control: a provider with a span processor does not record")
+	}
+}
+
+// A collector that does not answer is logged once a minute, not once per
+// export.
+func TestExportErrorsAreLoggedOnceAMinute(t *testing.T) {
+	var out strings.Builder
+	e := &exportErrors{log: NewLoggerTo(&out, config.Telemetry{LogFormat: "json"}, "x"), every: time.Minute}
+	for range 5 {
+		e.Handle(errors.New("connection refused"))
+	}
+	if n := strings.Count(out.String(), "exporting traces failed"); n != 1 {
+		t.Fatalf("%d log lines for 5 errors in a minute:\n%s", n, out.String())
+	}
+	e.last = time.Now().Add(-2 * time.Minute)
+	e.Handle(errors.New("connection refused"))
+	if !strings.Contains(out.String(), `"errors_since_last_logged":4`) {
+		t.Fatalf("the second line does not count the 4 kept quiet:\n%s", out.String())
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +46,9 @@ func Setup(ctx context.Context, service string, cfg config.Telemetry) (shutdown 
 		return nil, err
 	}
 	otel.SetTracerProvider(tp)
+	if cfg.OTLPEndpoint != "" {
+		otel.SetErrorHandler(&exportErrors{log: NewLogger(cfg, service), every: time.Minute})
+	}
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return tp.Shutdown, nil
 }
@@ -87,6 +92,30 @@ func NewTracerProvider(ctx context.Context, service string, cfg config.Telemetry
 	}
 	opts = append(opts, extra...)
 	return sdktrace.NewTracerProvider(opts...), nil
+}
+
+// exportErrors is the OpenTelemetry error handler Setup installs: a
+// collector that does not answer (not started yet, as under make run
+// while Jaeger builds, or gone) is logged once, then at most once every
+// interval with how many errors it kept quiet, not once per export (every
+// 10 s, OpenTelemetry's default, to stderr).
+type exportErrors struct {
+	log   *slog.Logger
+	every time.Duration
+	mu    sync.Mutex
+	last  time.Time
+	quiet int
+}
+
+func (e *exportErrors) Handle(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.last.IsZero() && time.Since(e.last) < e.every {
+		e.quiet++
+		return
+	}
+	e.log.Warn("exporting traces failed (logged at most once a minute while it fails)", "error", err, "errors_since_last_logged", e.quiet)
+	e.last, e.quiet = time.Now(), 0
 }
 
 // unrecordedSampler is the sampler of a process that exports nowhere: the

@@ -65,40 +65,7 @@ func startDev(t *testing.T) *devRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ports [3]int
-	for i := range ports {
-		if ports[i], err = kit.FreePort(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := t.TempDir()
-	// The demo Postgres runs as user postgres under data_dir.
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := fmt.Sprintf(`demo:
-  tenants: %d
-  rate: 10
-data_dir: %s
-delivery:
-  flush_interval: 1s
-  partitions: 4
-publisher:
-  interval: 500ms
-nats:
-  listen: 127.0.0.1:%d
-  monitor: 127.0.0.1:%d
-http:
-  listen: 127.0.0.1:%d
-telemetry:
-  log_level: info
-`, tenants, filepath.Join(dir, "data"), ports[0], ports[1], ports[2])
-	path := filepath.Join(dir, "sluice.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, dir, ports := demoConfig(t, tenants)
 	cmd := exec.Command(bin, "dev", "--config", path)
 	cmd.Dir = dir
 	for _, e := range os.Environ() {
@@ -139,6 +106,49 @@ telemetry:
 		}
 	})
 	return d
+}
+
+// demoConfig writes the config of a demo `sluice dev` with n tenants, every
+// port chosen free (NATS, its monitoring, HTTP), in a fresh directory the
+// demo Postgres (user postgres) can use, and returns its path, the
+// directory and the ports.
+func demoConfig(t *testing.T, n int) (path, dir string, ports [3]int) {
+	t.Helper()
+	var err error
+	for i := range ports {
+		if ports[i], err = kit.FreePort(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir = t.TempDir()
+	// The demo Postgres runs as user postgres under data_dir.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fmt.Sprintf(`demo:
+  tenants: %d
+  rate: 10
+data_dir: %s
+delivery:
+  flush_interval: 1s
+  partitions: 4
+publisher:
+  interval: 500ms
+nats:
+  listen: 127.0.0.1:%d
+  monitor: 127.0.0.1:%d
+http:
+  listen: 127.0.0.1:%d
+telemetry:
+  log_level: info
+`, n, filepath.Join(dir, "data"), ports[0], ports[1], ports[2])
+	path = filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, dir, ports
 }
 
 // eventually retries f every 200ms until it returns nil or budget passes.

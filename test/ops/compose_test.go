@@ -220,7 +220,8 @@ func TestComposeServiceConfig(t *testing.T) {
 				t.Fatalf("http.token %q: want the generated token", cfg.HTTP.Token)
 			}
 			if cfg.NATS.URL != "nats://nats:4222" || cfg.Catalog.URL != "http://clickhouse:8123/sluice" ||
-				cfg.HTTP.Listen != "0.0.0.0:8080" || cfg.Telemetry.OTLPEndpoint != "jaeger:4317" || len(cfg.Source.Tables) != 3 {
+				cfg.HTTP.Listen != "0.0.0.0:8080" || cfg.Telemetry.OTLPEndpoint != "jaeger:4317" || len(cfg.Source.Tables) != 3 ||
+				cfg.Telemetry.JaegerUI != "http://127.0.0.1:16686" || cfg.Telemetry.QueryURL() != "http://jaeger:16686" {
 				t.Fatalf("config: %+v", cfg)
 			}
 			o, err := packstore.S3OptionsFromConfig(cfg.Packs)

@@ -68,9 +68,9 @@ func startDemo(t *testing.T, tenants int) string {
 }
 
 // startDev runs `sluice dev` with head (YAML: a demo: or a source:
-// section) and the settings every UI test shares, and returns its HTTP
-// base URL.
-func startDev(t *testing.T, head string) string {
+// section) and the settings every UI test shares, with env added to its
+// environment (SLUICE_* overrides), and returns its HTTP base URL.
+func startDev(t *testing.T, head string, env ...string) string {
 	t.Helper()
 	bin, err := kit.SluiceBin()
 	if err != nil {
@@ -109,7 +109,7 @@ telemetry:
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &kit.Proc{Name: "sluice-dev", Bin: bin, Args: []string{"dev", "--config", path}, Dir: dir, Ready: server + "/healthz"}
+	p := &kit.Proc{Name: "sluice-dev", Bin: bin, Args: []string{"dev", "--config", path}, Env: env, Dir: dir, Ready: server + "/healthz"}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := p.Start(ctx); err != nil {

@@ -92,6 +92,7 @@ func Register(h *httpx.Server, d Deps) *Series {
 	registerPurge(h, a)
 	registerExport(h, a)
 	registerResyncs(h, a)
+	registerTraces(h, a)
 	sampled := d.Summaries
 	if sampled == nil {
 		sampled = d.Statuses

@@ -189,12 +189,15 @@ type Packs interface {
 }
 
 // PacksPage is the body of GET /api/v1/packs: a destination's newest
-// indexed packs, newest first, and the Jaeger UI their traces open in
-// ("" when telemetry.jaeger_ui is not set).
+// indexed packs, newest first, the Jaeger UI their traces open in ("" when
+// telemetry.jaeger_ui is not set), and whether this process's own trace
+// view (/ui?trace=ID, traces.go) can show them: a Jaeger query API is
+// configured (telemetry.jaeger_query or telemetry.jaeger_ui).
 type PacksPage struct {
 	Destination string             `json:"destination"`
 	Packs       []catalog.PackInfo `json:"packs"`
 	JaegerUI    string             `json:"jaeger_ui,omitempty"`
+	TraceView   bool               `json:"trace_view"`
 }
 
 func (a *handler) packs(w http.ResponseWriter, r *http.Request) {
@@ -219,5 +222,6 @@ func (a *handler) packs(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, PacksPage{Destination: dest, Packs: packs, JaegerUI: a.d.Config.Telemetry.JaegerUI})
+	writeJSON(w, http.StatusOK, PacksPage{Destination: dest, Packs: packs, JaegerUI: a.d.Config.Telemetry.JaegerUI,
+		TraceView: a.d.Config.Telemetry.QueryURL() != ""})
 }

@@ -58,6 +58,11 @@ func printSummary(w io.Writer, process string, names []string, cfg config.Config
 	switch {
 	case l.JaegerUI != "":
 		row("traces", l.JaegerUI+"   (sluice trace --destination D)")
+	case cfg.Telemetry.JaegerQuery != "" && st.HTTP.Addr() != "":
+		// A Jaeger without a UI of its own (make run's): the web UI's
+		// trace view reads it.
+		row("traces", "http://"+st.HTTP.Addr()+"/ui?trace=ID, linked from each destination's packs   (Jaeger API "+
+			strings.TrimRight(cfg.Telemetry.JaegerQuery, "/")+"; sluice trace --destination D)")
 	case cfg.Telemetry.OTLPEndpoint != "":
 		row("traces", "OTLP to "+cfg.Telemetry.OTLPEndpoint+" (telemetry.jaeger_ui names its UI)")
 	default:

@@ -17,7 +17,8 @@ func TestTraceNeedsItsArguments(t *testing.T) {
 	}{
 		{[]string{"trace"}, "give --destination D or --trace ID"},
 		{[]string{"trace", "--destination", "a", "--trace", "b"}, "give --destination D or --trace ID"},
-		{[]string{"trace", "--destination", "a", "--config", missing}, "set telemetry.jaeger_ui"},
+		{[]string{"trace", "--destination", "a", "--config", missing}, "set telemetry.jaeger_query or telemetry.jaeger_ui"},
+		{[]string{"trace", "--trace", "not-hex", "--jaeger", "http://127.0.0.1:1"}, "up to 32 hex digits"},
 		{[]string{"trace", "--destination", "~c4n65", "--jaeger", "http://127.0.0.1:1"}, "canonical"},
 	} {
 		root := newRoot()
