@@ -163,6 +163,8 @@ func migrateTx(ctx context.Context, tx pgx.Tx, schema string) error {
 	// The resync queue (resync.go): additive as well.
 	steps = append(steps, resyncsDDL(s)...)
 	steps = append(steps, haltsDDL(s)...)
+	// Tenant tokens (tokens.go): additive.
+	steps = append(steps, tokensDDL(s)...)
 	for _, q := range steps {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return err
