@@ -46,13 +46,25 @@ func CheckListen(addr net.Addr, token string, insecure bool, log *slog.Logger) e
 //     port it reached in its Host header (HostGuard), so a web page cannot
 //     reach it by DNS rebinding;
 //   - with insecure and no token, everything is open.
+//
+// Protect knows no tenant tokens; a Server's handler adds them
+// (Server.SetTenants).
 func Protect(next http.Handler, token string, insecure bool, open func(path string) bool) http.Handler {
+	return protect(next, token, insecure, open, nil)
+}
+
+// protect is Protect with the server's tenant-token check (tenants may be
+// nil, or return nil: no tenant tokens), read on every request.
+func protect(next http.Handler, token string, insecure bool, open func(path string) bool, tenants func() *tenantCheck) http.Handler {
 	if open == nil {
 		open = func(string) bool { return false }
 	}
+	if tenants == nil {
+		tenants = func() *tenantCheck { return nil }
+	}
 	switch {
 	case token != "":
-		return bearer(next, token, open)
+		return bearer(next, token, open, tenants)
 	case insecure:
 		return next
 	}
@@ -119,20 +131,35 @@ func loopbackHost(hostport, port string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// bearer requires token on every path open does not exempt.
-func bearer(next http.Handler, token string, open func(string) bool) http.Handler {
+// bearer requires token on every path open does not exempt, or a tenant
+// token that tenants accepts for the request's route.
+func bearer(next http.Handler, token string, open func(string) bool, tenants func() *tenantCheck) http.Handler {
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !open(r.URL.Path) && subtle.ConstantTimeCompare(presented(r), want) != 1 {
-			// Bearer for clients; Basic so a browser asks for it (any user
-			// name, the token as password) and sends it with the UI's fetches.
-			w.Header().Add("WWW-Authenticate", `Bearer realm="sluice"`)
-			w.Header().Add("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
-			http.Error(w, "unauthorized: send the token (SLUICE_HTTP_TOKEN) as Authorization: Bearer", http.StatusUnauthorized)
+		if open(r.URL.Path) {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		got := presented(r)
+		if subtle.ConstantTimeCompare(got, want) == 1 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if tc := tenants(); tc != nil && tc.t.Prefix != "" && strings.HasPrefix(string(got), tc.t.Prefix) {
+			tc.serve(w, r, string(got), next)
+			return
+		}
+		unauthorized(w, "unauthorized: send the token (SLUICE_HTTP_TOKEN) as Authorization: Bearer")
 	})
+}
+
+// unauthorized answers 401 with msg.
+func unauthorized(w http.ResponseWriter, msg string) {
+	// Bearer for clients; Basic so a browser asks for it (any user
+	// name, the token as password) and sends it with the UI's fetches.
+	w.Header().Add("WWW-Authenticate", `Bearer realm="sluice"`)
+	w.Header().Add("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
+	http.Error(w, msg, http.StatusUnauthorized)
 }
 
 // presented is the credential of a request: the bearer token, or the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,12 @@ type Server struct {
 	timeouts Timeouts
 	log      *slog.Logger
 	mux      *http.ServeMux
+	reg      *prometheus.Registry
+
+	tenants atomic.Pointer[tenantCheck] // nil: no tenant tokens (scope.go)
+
+	patMu    sync.Mutex // guards patterns
+	patterns []string
 
 	mu     sync.Mutex // guards checks
 	checks []readyCheck
@@ -67,22 +74,58 @@ func New(listen, token string, reg *prometheus.Registry, log *slog.Logger, opts 
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &Server{listen: listen, token: token, log: log, mux: http.NewServeMux(), timeouts: APITimeouts}
+	s := &Server{listen: listen, token: token, log: log, mux: http.NewServeMux(), timeouts: APITimeouts, reg: reg}
 	for _, o := range opts {
 		o(s)
 	}
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	s.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
-	})
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	}))
+	s.Handle("GET /readyz", http.HandlerFunc(s.readyz))
+	s.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return s
 }
 
 // Handle registers h for pattern (Go 1.22 ServeMux patterns, e.g.
 // "GET /api/v1/status"). Safe to call while the server runs.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	s.patMu.Lock()
+	s.patterns = append(s.patterns, pattern)
+	s.patMu.Unlock()
+}
+
+// Patterns returns every pattern registered with Handle (its own /healthz,
+// /readyz and /metrics included), in the order registered: what a test
+// walks so that no route is forgotten.
+func (s *Server) Patterns() []string {
+	s.patMu.Lock()
+	defer s.patMu.Unlock()
+	return append([]string(nil), s.patterns...)
+}
+
+// HasToken reports whether the server requires an operator token.
+func (s *Server) HasToken() bool { return s.token != "" }
+
+// SetTenants lets tenant tokens in (scope.go), from the next request on;
+// their outcomes are counted in sluice_http_tenant_requests_total on the
+// server's registry. It does nothing on a server without an operator
+// token, where a scope would restrict nothing, and returns whether it
+// took effect.
+func (s *Server) SetTenants(t Tenants) bool {
+	if s.token == "" || t.Verify == nil || t.Allow == nil || t.Prefix == "" {
+		return false
+	}
+	s.tenants.Store(&tenantCheck{t: t, route: s.route, counted: newTenantCounter(s.reg)})
+	return true
+}
+
+// route is the pattern the mux serves r with ("" for none: a 404 or 405).
+func (s *Server) route(r *http.Request) string {
+	_, pattern := s.mux.Handler(r)
+	return pattern
+}
 
 // AddReadyCheck registers a check /readyz runs; the server is ready when
 // every check returns nil.
@@ -144,7 +187,7 @@ func (s *Server) Addr() string {
 // Handler returns the server's full handler (token or Host guard, and
 // logging).
 func (s *Server) Handler() http.Handler {
-	return s.logRequests(Protect(s.mux, s.token, s.insecure, open))
+	return s.logRequests(protect(s.mux, s.token, s.insecure, open, s.tenants.Load))
 }
 
 // Run serves until ctx is cancelled, then shuts down gracefully within

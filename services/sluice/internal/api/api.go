@@ -72,13 +72,19 @@ type Deps struct {
 	Halts *state.HaltLedger
 	// Links name the embedded NATS server, its monitoring and Jaeger.
 	Links Links
+	// Tokens are the tenant tokens (tokens.go); nil in a process without
+	// the state database: then only the operator token is accepted.
+	Tokens *state.Tokens
 }
 
 // Register mounts the API and the UI on h. It returns the sampler behind
 // GET /api/v1/series, which the caller runs (Series.Run) for as long as it
 // serves.
 func Register(h *httpx.Server, d Deps) *Series {
-	a := &handler{d: d, halts: &haltCache{}, reads: newReadCap(d.Config.HTTP.MaxReads, d.Config.HTTP.ReadQueueWait)}
+	a := &handler{d: d, halts: &haltCache{}, reads: newReadCap(d.Config.HTTP.MaxReads, d.Config.HTTP.ReadQueueWait), operatorToken: h.HasToken()}
+	if d.Tokens != nil {
+		h.SetTenants(httpx.Tenants{Prefix: state.TokenPrefix, Verify: verifyTenant(d.Tokens), Allow: a.allowTenant})
+	}
 	h.Handle("GET /api/v1/status", http.HandlerFunc(a.status))
 	registerSnapshots(h, a)
 	h.Handle("GET /api/v1/rows", http.HandlerFunc(a.rows))
@@ -93,6 +99,7 @@ func Register(h *httpx.Server, d Deps) *Series {
 	registerExport(h, a)
 	registerResyncs(h, a)
 	registerTraces(h, a)
+	registerTokens(h, a)
 	sampled := d.Summaries
 	if sampled == nil {
 		sampled = d.Statuses
@@ -115,6 +122,8 @@ type handler struct {
 	halts *haltCache
 	// reads caps the row reads served at once (readcap.go).
 	reads *readCap
+	// operatorToken: the server requires one (tenant tokens need it).
+	operatorToken bool
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

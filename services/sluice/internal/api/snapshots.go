@@ -104,6 +104,7 @@ func (a *handler) snapshots(w http.ResponseWriter, r *http.Request) {
 	if page.Snapshots == nil {
 		page.Snapshots = []Snapshot{}
 	}
+	redactPins(r, page.Snapshots)
 	if page.Next != 0 {
 		w.Header().Set(NextBeforeHeader, strconv.FormatUint(page.Next, 10))
 	}
@@ -145,7 +146,9 @@ func (a *handler) latest(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, errors.Join(ErrNotFound, errors.New("no snapshot has been published yet")))
 		return
 	}
-	writeJSON(w, http.StatusOK, s)
+	one := []Snapshot{*s}
+	redactPins(r, one)
+	writeJSON(w, http.StatusOK, one[0])
 }
 
 // pinTarget checks a pin or unpin POST and reads its version.
