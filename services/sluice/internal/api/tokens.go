@@ -107,9 +107,9 @@ func redactPins(r *http.Request, snaps []Snapshot) {
 
 // TokenRequest is the body of POST /api/v1/tokens.
 type TokenRequest struct {
-	Destination string `json:"destination,omitempty"`
-	Value       string `json:"value,omitempty"`
-	Name        string `json:"name,omitempty"`
+	Destination string  `json:"destination,omitempty"`
+	Value       *string `json:"value,omitempty"` // a routing value; "" is one
+	Name        string  `json:"name,omitempty"`
 	// Expires is how long it lives: "30d", a Go duration ("12h"), or
 	// "never"; empty: DefaultTokenExpiry.
 	Expires string `json:"expires,omitempty"`
@@ -183,8 +183,8 @@ func (a *handler) tokenCreate(w http.ResponseWriter, r *http.Request) {
 	if req.Destination != "" {
 		q.Set(paramDestination, req.Destination)
 	}
-	if req.Value != "" {
-		q.Set(paramValue, req.Value)
+	if req.Value != nil {
+		q.Set(paramValue, *req.Value)
 	}
 	dest, err := a.target(q)
 	if err != nil {

@@ -27,17 +27,29 @@ import (
 // compose's console), on a pool of its own that connects on first use
 // (pgxpool connects lazily), so any process's API can pause a destination.
 // The caller runs the returned close on shutdown.
-func destinationStates(ctx context.Context, st *stack.Stack) (*state.DestinationStates, *state.Resyncs, *state.HaltLedger, func()) {
+// stateAPIs are the API's views of the state database (nil without one).
+type stateAPIs struct {
+	states  *state.DestinationStates
+	resyncs *state.Resyncs
+	halts   *state.HaltLedger
+	tokens  *state.Tokens
+}
+
+func stateAPIsOn(pool *pgxpool.Pool, schema string) stateAPIs {
+	return stateAPIs{state.NewDestinationStates(pool, schema), state.NewResyncs(pool, schema), state.NewHaltLedger(pool, schema), state.NewTokens(pool, schema)}
+}
+
+func destinationStates(ctx context.Context, st *stack.Stack) (stateAPIs, func()) {
 	schema := st.Cfg.State.Schema
 	if st.State != nil {
-		return state.NewDestinationStates(st.State, schema), state.NewResyncs(st.State, schema), state.NewHaltLedger(st.State, schema), func() {}
+		return stateAPIsOn(st.State, schema), func() {}
 	}
 	pool, err := pgxpool.New(ctx, st.Cfg.StateDSN())
 	if err != nil {
-		st.Log.Warn("no state database for the destination lifecycle and resync API", "error", err)
-		return nil, nil, nil, func() {}
+		st.Log.Warn("no state database for the destination lifecycle, resync and token API", "error", err)
+		return stateAPIs{}, func() {}
 	}
-	return state.NewDestinationStates(pool, schema), state.NewResyncs(pool, schema), state.NewHaltLedger(pool, schema), pool.Close
+	return stateAPIsOn(pool, schema), pool.Close
 }
 
 // retireWarning says what retiring does; retire refuses without --yes

@@ -36,6 +36,18 @@ func items(id int64, tenant string) map[string]any {
 // and one row for shop2.
 func exportServer(t *testing.T) (*catalog.Catalog, string) {
 	t.Helper()
+	c := exportCatalog(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := httpx.New("127.0.0.1:0", "", prometheus.NewRegistry(), log)
+	api.Register(h, api.Deps{Reads: api.CatalogReads{C: c}, Config: config.Default(), Log: log})
+	hs := httptest.NewServer(h.Handler())
+	t.Cleanup(hs.Close)
+	return c, hs.URL
+}
+
+// exportCatalog is exportServer's catalog.
+func exportCatalog(t *testing.T) *catalog.Catalog {
+	t.Helper()
 	ctx := t.Context()
 	c := catalog.New(chtest.Conn(t), catalog.Options{Prefix: "sluice"})
 	if err := c.EnsureSchema(ctx); err != nil {
@@ -75,12 +87,7 @@ func exportServer(t *testing.T) (*catalog.Catalog, string) {
 		}
 		l = res.Lease
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := httpx.New("127.0.0.1:0", "", prometheus.NewRegistry(), log)
-	api.Register(h, api.Deps{Reads: api.CatalogReads{C: c}, Config: config.Default(), Log: log})
-	hs := httptest.NewServer(h.Handler())
-	t.Cleanup(hs.Close)
-	return c, hs.URL
+	return c
 }
 
 func runCLI(t *testing.T, args ...string) error {

@@ -66,6 +66,7 @@ func newRoot() *cobra.Command {
 		newDLQCmd(g), newSlotCmd(g),
 		newDestinationsCmd(g), newTraceCmd(g),
 		newResyncCmd(g),
+		newTokensCmd(g),
 		newVersionCmd(),
 	)
 	return root

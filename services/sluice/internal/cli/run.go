@@ -106,10 +106,11 @@ func runProcess(ctx context.Context, cfg config.Config, process string, names []
 			summaries[c.Name] = c.Summary
 		}
 	}
-	states, resyncs, halts, closeStates := destinationStates(ctx, st)
+	sa, closeStates := destinationStates(ctx, st)
 	defer closeStates()
 	lk := links(cfg, st)
-	series := api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Summaries: summaries, Log: st.Log, States: states, Resyncs: resyncs, Halts: halts, Links: lk})
+	series := api.Register(st.HTTP, api.Deps{Reads: catalogReads(st), JS: st.JS, Config: cfg, Statuses: statuses, Summaries: summaries, Log: st.Log,
+		States: sa.states, Resyncs: sa.resyncs, Halts: sa.halts, Tokens: sa.tokens, Links: lk})
 
 	var traffic sync.WaitGroup
 	trafficCtx, stopTraffic := context.WithCancel(ctx)
