@@ -35,6 +35,12 @@
 // DestinationCache is the pollers' lock-free copy; its Run loop belongs to
 // the caller's goroutine and calls the OnChange and OnRefresh hooks.
 //
+// Tenant tokens (tokens.go). Tokens creates "slt_<id>_<secret>" tokens
+// that read one destination, storing only SHA-256 of the secret; Verify
+// looks one up by id, compares in constant time and judges expiry by the
+// server clock; nothing is cached, so a revocation holds from the next
+// Verify. A token's plaintext is returned by Create once and never stored.
+//
 // Migrate creates the schema idempotently; concurrent migrations serialize
 // on an advisory lock. MigrateTables creates a component's own tables (the
 // reader's) under the same lock. A database whose schema_version is newer than this
@@ -42,7 +48,7 @@
 //
 // state must never judge expiry with the local clock, never move a cursor
 // backwards, and never write a cursor outside the fence. It holds no
-// goroutines of its own and caches nothing but DestinationCache: every
+// goroutines of its own and caches nothing but DestinationCache (tokens included): every
 // other call is one round trip (two on the rare refused-Advance path), on
 // the pool the caller passes.
 //
