@@ -4,4 +4,6 @@
 // dead letters). It validates every parameter (destination and table names
 // before they reach SQL); every call that changes state passes one request
 // guard (guard.go), whether the CLI or the status page's buttons make it.
+// A tenant token (tokens.go) reaches only tenantRoutes, for its own
+// destination; httpx refuses it every other route before any handler runs.
 package api
