@@ -435,19 +435,8 @@ func TestLiveMonitoring(t *testing.T) {
 	}
 	// The traffic loop runs for the whole test, slower than compose's 20
 	// transactions per second (one psql process each) on a shared machine.
-	ts := p.Services["traffic"]
-	tr := e.proc(ts, 1, append(append([]string(nil), ts.Entrypoint...), ts.Command...), "RATE=5")
-	tr.Ready = ""
-	if err := tr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tp.procs["traffic"] = []*kit.Proc{tr}
-	tok, err := os.ReadFile(filepath.Join(e.dir, "volumes", "sluice-secrets", "http_token"))
-	if err != nil {
-		t.Fatalf("the token one-shot wrote no token: %v", err)
-	}
-	t.Setenv("SLUICE_HTTP_TOKEN", strings.TrimSpace(string(tok)))
-	tp.server = "http://" + e.ip("console") + ":8080"
+	tr := tp.startTraffic(t, ctx, "RATE=5")
+	tp.useConsole(t)
 
 	prom := startPrometheus(t, ctx, e, promBin, 1, replicas, nil, "")
 	// The negative control's Prometheus: the same targets, a copy of
