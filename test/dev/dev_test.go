@@ -58,14 +58,14 @@ type devRun struct {
 }
 
 // startDev runs `sluice dev` (its own demo Postgres) under a pty, every
-// port chosen free beforehand.
-func startDev(t *testing.T) *devRun {
+// port chosen free beforehand, with delivery.flush_interval flush.
+func startDev(t *testing.T, flush string) *devRun {
 	t.Helper()
 	bin, err := kit.SluiceBin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, dir, ports := demoConfig(t, tenants)
+	path, dir, ports := demoConfig(t, tenants, flush)
 	cmd := exec.Command(bin, "dev", "--config", path)
 	cmd.Dir = dir
 	for _, e := range os.Environ() {
@@ -112,7 +112,8 @@ func startDev(t *testing.T) *devRun {
 // port chosen free (NATS, its monitoring, HTTP), in a fresh directory the
 // demo Postgres (user postgres) can use, and returns its path, the
 // directory and the ports.
-func demoConfig(t *testing.T, n int) (path, dir string, ports [3]int) {
+// demoConfig writes a demo config of n tenants flushing every flush.
+func demoConfig(t *testing.T, n int, flush string) (path, dir string, ports [3]int) {
 	t.Helper()
 	var err error
 	for i := range ports {
@@ -132,7 +133,7 @@ func demoConfig(t *testing.T, n int) (path, dir string, ports [3]int) {
   rate: 10
 data_dir: %s
 delivery:
-  flush_interval: 1s
+  flush_interval: %s
   partitions: 4
 publisher:
   interval: 500ms
@@ -143,7 +144,7 @@ http:
   listen: 127.0.0.1:%d
 telemetry:
   log_level: info
-`, n, filepath.Join(dir, "data"), ports[0], ports[1], ports[2])
+`, n, filepath.Join(dir, "data"), flush, ports[0], ports[1], ports[2])
 	path = filepath.Join(dir, "sluice.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -206,7 +207,7 @@ func TestDevOnATerminal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole pipeline")
 	}
-	d := startDev(t)
+	d := startDev(t, "1s")
 	eventually(t, 3*time.Minute, "sluice dev never served /healthz", func() error {
 		select {
 		case err := <-d.done:
@@ -364,5 +365,47 @@ func TestDevOnATerminal(t *testing.T) {
 		}
 	case <-time.After(90 * time.Second):
 		t.Fatal("sluice dev did not exit within 90s of Ctrl-C")
+	}
+}
+
+// TestDevFirstSnapshotBeforeFlushInterval: a fresh `sluice dev` demo with
+// delivery.flush_interval an hour publishes its first snapshot, holding
+// the backfill's packs, and lists its tenants, within minutes: a new
+// destination's first rows are flushed at once, not an interval later
+// (issue 37: with the demo's 5s the first snapshot came 8-11 s after the
+// backfill; with an hour, it would come after an hour). The bound is
+// functional, far from the interval, not a timing.
+func TestDevFirstSnapshotBeforeFlushInterval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole pipeline")
+	}
+	d := startDev(t, "1h")
+	start := time.Now()
+	eventually(t, 3*time.Minute, "no snapshot with packs published", func() error {
+		select {
+		case err := <-d.done:
+			d.done <- err
+			t.Fatalf("sluice dev exited: %v", err)
+		default:
+		}
+		var snaps []struct {
+			Version int64 `json:"version"`
+			Packs   int64 `json:"packs"`
+		}
+		if err := getJSON(d.server+"/api/v1/snapshots", &snaps); err != nil {
+			return err
+		}
+		for _, s := range snaps {
+			if s.Packs > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("snapshots %v", snaps)
+	})
+	t.Logf("first snapshot with packs %s after the start (flush_interval 1h)", time.Since(start).Round(100*time.Millisecond))
+	out, err := exec.Command(d.bin, "destinations", "list", "--json", "--server", d.server).Output()
+	var rows []json.RawMessage
+	if err != nil || json.Unmarshal(out, &rows) != nil || len(rows) == 0 {
+		t.Fatalf("destinations list after the first snapshot: %v %s", err, out)
 	}
 }

@@ -80,7 +80,7 @@ func TestMakeRunTraces(t *testing.T) {
 	if err := os.Symlink(jbin, filepath.Join(cache, "bin", "jaeger-v1.75.0")); err != nil {
 		t.Fatal(err)
 	}
-	path, dir, ports := demoConfig(t, 4)
+	path, dir, ports := demoConfig(t, 4, "1s")
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,12 @@
 // equivalents of its infrastructure (composeproc_test.go says how a
 // container's network and volumes are emulated) and checks the result
 // with the oracle; copies with a misspelt variable, a wrong port and a
-// wrong host each keep a service from coming up. docs_test.go checks the
+// wrong host each keep a service from coming up. TestLiveMonitoring runs
+// the compose prometheus service the same way (Debian's Prometheus, the
+// shipped prometheus.yml with only its targets and intervals rewritten,
+// alerts.yml unchanged) over those services: no alert while healthy,
+// every dashboard and alert metric in a live scrape, and a halted table
+// and a killed replica fire their alerts (liveprom_test.go). docs_test.go checks the
 // docs against the tree the same way: ARCHITECTURE.md's layout lists every
 // package (each with a doc.go), and every name INVARIANTS.md gives exists,
 // each rule of its table naming both its code and its test.
@@ -27,4 +32,8 @@
 //     ~/.cache/sluice/bin/docker-compose, then docker-compose on PATH
 //     (Debian's 1.29, which knows no top-level `name:`; compose.yaml avoids it).
 //   - promtool: PATH (Debian's prometheus package) or ~/.cache/sluice/bin.
+//   - prometheus (the server, same package): without it TestLiveMonitoring
+//     skips, except with CI set, where it fails. prometheus-nats-exporter
+//     is not run (no package or module for it reaches these machines), so
+//     the jetstream_* metrics are listed as not checked.
 package ops

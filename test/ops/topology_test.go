@@ -200,6 +200,32 @@ func startInfra(t *testing.T, ctx context.Context, e *composeEnv) *topology {
 	return tp
 }
 
+// startTraffic starts the traffic service (its psql loop) with env added
+// to its environment.
+func (tp *topology) startTraffic(t *testing.T, ctx context.Context, env ...string) *kit.Proc {
+	t.Helper()
+	ts := tp.e.project.Services["traffic"]
+	tr := tp.e.proc(ts, 1, append(append([]string(nil), ts.Entrypoint...), ts.Command...), env...)
+	tr.Ready = ""
+	if err := tr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tp.procs["traffic"] = []*kit.Proc{tr}
+	return tr
+}
+
+// useConsole points the test's CLI calls at the console's API, with the
+// token the one-shot generated.
+func (tp *topology) useConsole(t *testing.T) {
+	t.Helper()
+	tok, err := os.ReadFile(filepath.Join(tp.e.dir, "volumes", "sluice-secrets", "http_token"))
+	if err != nil {
+		t.Fatalf("the token one-shot wrote no token: %v", err)
+	}
+	t.Setenv("SLUICE_HTTP_TOKEN", strings.TrimSpace(string(tok)))
+	tp.server = "http://" + tp.e.ip("console") + ":8080"
+}
+
 func execSQL(t *testing.T, ctx context.Context, dsn, sql string) {
 	t.Helper()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -280,19 +306,8 @@ func TestComposeTopology(t *testing.T) {
 	}
 	t.Logf("compose services as processes: %s on %s0/24", strings.Join(counts, " "), e.prefix)
 	// traffic: the psql loop of the service, stopped after a while.
-	ts := p.Services["traffic"]
-	tr := e.proc(ts, 1, append(append([]string(nil), ts.Entrypoint...), ts.Command...))
-	tr.Ready = ""
-	if err := tr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tp.procs["traffic"] = []*kit.Proc{tr}
-	tok, err := os.ReadFile(filepath.Join(e.dir, "volumes", "sluice-secrets", "http_token"))
-	if err != nil {
-		t.Fatalf("the token one-shot wrote no token: %v", err)
-	}
-	t.Setenv("SLUICE_HTTP_TOKEN", strings.TrimSpace(string(tok)))
-	tp.server = "http://" + e.ip("console") + ":8080"
+	tr := tp.startTraffic(t, ctx)
+	tp.useConsole(t)
 	time.Sleep(8 * time.Second) // how long the traffic runs, not a synchronization
 	_ = tr.Signal(syscall.SIGTERM)
 	waitExit(t, tr)

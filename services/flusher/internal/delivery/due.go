@@ -68,8 +68,12 @@ func (m *Manager) intervalLocked(now time.Time) {
 			delete(m.overdue, d)
 			continue
 		}
-		if now.Sub(since) >= m.dc.FlushInterval && !settling(d.part, now) {
+		switch {
+		case settling(d.part, now):
+		case now.Sub(since) >= m.dc.FlushInterval:
 			m.enqueueLocked(d, "interval")
+		case m.firstFlushLocked(d):
+			m.enqueueLocked(d, "first")
 		}
 		if d.queued || d.c.Inflight() != nil {
 			delete(m.overdue, d)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/packstore"
+	pt "github.com/sluice-cdc/sluice/shared/packstore/packstoretest"
 )
 
 // TestIntervalTriggerVisitsOnlyDue: a tick of the trigger loop examines the
@@ -147,6 +148,46 @@ func TestSegmentEventStaysInBudget(t *testing.T) {
 			}
 			if want := (est + budget - 1) / budget; len(events) < want || largest > budget {
 				t.Fatalf("%d events (want at least %d), largest %d bytes over the %d budget", len(events), want, largest, budget)
+			}
+		})
+	}
+}
+
+// TestNewDestinationFlushesAtOnce: with flush_interval an hour, a new
+// destination's first rows are flushed at once (trigger "first", before
+// any interval could pass) and its cursor row written, so a new pipeline's
+// first snapshot, or a new tenant's first rows, are published seconds
+// after the change (issue 37); its next rows wait for the interval, as
+// every buffer of a flushed destination does. Control: with the rule off
+// (the harness's default) its first rows wait for the interval too.
+func TestNewDestinationFlushesAtOnce(t *testing.T) {
+	for _, rule := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rule=%v", rule), func(t *testing.T) {
+			e := newEnv(t, nil)
+			r := e.start(t, "first", func(m *Manager) { m.noFirstFlush = !rule })
+			first := func() float64 { return testutil.ToFloat64(r.m.m.triggers.WithLabelValues("first")) }
+			e.publish(t, "d1", []pt.Row{{ID: 1, LSN: 10, Seq: 1}})
+			if !rule {
+				waitFor(t, 30*time.Second, "buffered", func() bool { return r.m.Status().BufferedRows == 1 })
+				// Two trigger ticks (flush_interval/20, at most 1s) and
+				// past any settling: nothing flushes.
+				time.Sleep(2500 * time.Millisecond)
+				r.m.evaluate(time.Now())
+				if n := testutilValue(r.m, "ok"); n != 0 || first() != 0 {
+					t.Fatalf("control: with the rule off a new destination flushed %v times (%v first) within its interval", n, first())
+				}
+				return
+			}
+			waitFor(t, 30*time.Second, "the new destination's first flush", func() bool { return testutilValue(r.m, "ok") == 1 })
+			if first() != 1 || len(e.packed(t, "d1")) != 1 {
+				t.Fatalf("first flush: %v by the first trigger, %d rows packed", first(), len(e.packed(t, "d1")))
+			}
+			e.publish(t, "d1", []pt.Row{{ID: 2, LSN: 11, Seq: 1}})
+			waitFor(t, 30*time.Second, "buffered", func() bool { return r.m.Status().BufferedRows == 1 })
+			time.Sleep(2500 * time.Millisecond)
+			r.m.evaluate(time.Now())
+			if n := testutilValue(r.m, "ok"); n != 1 || first() != 1 {
+				t.Fatalf("a flushed destination's next rows flushed before its interval (%v flushes, %v first)", n, first())
 			}
 		})
 	}

@@ -117,6 +117,10 @@ func (e *env) start(t testing.TB, id string, knobs func(*Manager)) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tests here drive flushes by size and interval: a new
+	// destination's first buffer waits too, unless a test turns
+	// firstFlushLocked's rule back on (TestNewDestinationFlushesAtOnce).
+	m.noFirstFlush = true
 	if knobs != nil {
 		knobs(m)
 	}

@@ -81,6 +81,20 @@ func (m *Manager) flushNowLocked(d *dest) bool {
 	return d.lc == state.Draining || d.lc == state.Retired
 }
 
+// firstFlushLocked reports whether d's buffer flushes as soon as it has
+// one because d was never flushed (no cursor row yet: needsRegistration):
+// a new destination's first rows reach a pack within a trigger tick, not
+// a flush interval later, so the first snapshot of a new pipeline, or a
+// new tenant's first rows, are published seconds after the change (issue
+// 37: the demo's first snapshot waited a whole delivery.flush_interval
+// after its backfill). It costs one more, small, pack per destination in
+// its lifetime, never one per interval: once flushed, d follows the
+// normal schedule. A settling partition's destinations wait for it to
+// settle (the interval trigger re-checks them), as interval flushes do.
+func (m *Manager) firstFlushLocked(d *dest) bool {
+	return !m.noFirstFlush && needsRegistration(d)
+}
+
 // heldDelay is the nak delay of a held destination's surplus messages:
 // max(flush_interval, 30s), plus up to a quarter of jitter.
 func (m *Manager) heldDelay() time.Duration {

@@ -239,6 +239,7 @@ type Manager struct {
 	abrupt            bool          // Run returns without draining or releasing
 	noGroupCommit     bool          // every flush runs alone (runFlush): the baseline
 	noPauseCheck      bool          // paused/drained destinations flush like active ones
+	noFirstFlush      bool          // a new destination's first buffer waits for the interval too (the harness's default: its tests drive flushes)
 	noHeldPending     bool          // a held destination's nak'd surplus leaves the pending set
 	ackFirstSlice     bool          // a partition message is acked when its first slice commits
 	heldNakDelay      time.Duration

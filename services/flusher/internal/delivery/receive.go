@@ -371,6 +371,11 @@ func (m *Manager) bufferedLocked(p *part, d *dest, it *item) {
 		m.enqueueLocked(d, "rows")
 	case d.liveBytes >= int64(m.dc.FlushBytes):
 		m.enqueueLocked(d, "bytes")
+	case m.firstFlushLocked(d):
+		if !settling(p, time.Now()) {
+			m.enqueueLocked(d, "first")
+		}
+		m.overdueLocked(d) // not queued (settling, say): the interval trigger re-checks it
 	}
 }
 
