@@ -143,7 +143,7 @@ func (c *Catalog) Changes(ctx context.Context, req ChangesRequest) (ChangesPage,
 		return ChangesPage{}, fmt.Errorf("%w: %s reads generation %d at version %d and %d at version %d; read both snapshots instead",
 			ErrGenerationChanged, req.Table, max(a.ti.Generation, 1), req.From, max(b.ti.Generation, 1), to)
 	}
-	cand, full := candidates(a, b)
+	cand, full := candidates(a, b, c.changesNoFallback)
 	page.Full = full
 	if cand == "0" {
 		return page, nil // the same members, the same clears, the same schema
@@ -219,8 +219,8 @@ func (c *Catalog) Changes(ctx context.Context, req ChangesRequest) (ChangesPage,
 // candidates are the keys of the members one version holds and the other
 // does not; the membership lists are compared here when both are small,
 // else in the statement.
-func candidates(a, b tableView) (pred string, full bool) {
-	if a.ti.Fingerprint != b.ti.Fingerprint || a.cleared != b.cleared {
+func candidates(a, b tableView, noFallback bool) (pred string, full bool) {
+	if (a.ti.Fingerprint != b.ti.Fingerprint || a.cleared != b.cleared) && !noFallback {
 		return "((" + a.members.pred + " AND " + a.cleared.pred + ") OR (" + b.members.pred + " AND " + b.cleared.pred + "))", true
 	}
 	if a.members.listed && b.members.listed {

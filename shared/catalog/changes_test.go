@@ -313,6 +313,13 @@ func TestChangesCost(t *testing.T) {
 	if deletes != 2999 {
 		t.Fatalf("%d deletes across the clear, want 2999", deletes)
 	}
+	// Negative control: without the fallback the clear's deletes are lost.
+	catalog.SetChangesNoFallback(c, true)
+	changes, _ = allChanges(t, c, "shop1", v2, v3, 100000)
+	catalog.SetChangesNoFallback(c, false)
+	if len(changes) >= 2999 {
+		t.Fatalf("without the fallback: %d changes, want the clear's deletes missing", len(changes))
+	}
 }
 
 // TestChangesRange: From after To is ErrBadRange, From == To empty, an

@@ -132,6 +132,10 @@ type Catalog struct {
 	// ignoreClears reads as if no clear existed (negative control of the
 	// clear: clear.go; SLUICE_UNSAFE_IGNORE_CLEARS in a sluice_unsafe build).
 	ignoreClears bool
+	// changesNoFallback makes Changes take only the members between the
+	// versions as candidates across a clear or schema change too (negative
+	// control of TestChangesCost).
+	changesNoFallback bool
 }
 
 // tableState is what this process knows of a registered table.
