@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
 	"github.com/sluice-cdc/sluice/shared/chtest"
@@ -36,30 +35,16 @@ func TestChangesHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.AcquireLease(ctx, "test", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Version i inserts key i+1 and updates key 1; version 4 deletes key 2.
+	var packs [][]catalogtest.Row
 	for i := int64(1); i <= 5; i++ {
 		rows := []catalogtest.Row{catalogtest.Ins(uint64(i*10), 1, apiItem(1, "v"+strconv.FormatInt(i, 10))), catalogtest.Ins(uint64(i*10), 2, apiItem(i+1, "x"))}
 		if i == 4 {
 			rows = append(rows, catalogtest.Del(uint64(i*10), 3, map[string]any{"id": int64(2), "tenant": "shop1"}))
 		}
-		m := catalogtest.Write(t, store, catalogtest.Items, "shop1", "p"+strconv.FormatInt(i, 10), rows)
-		ref, err := catalog.ReadRef(ctx, store, m.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Index(ctx, store, []catalog.PackRef{ref}); err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Publish(ctx, l, 10*time.Second, proto.LSN(i*10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l = res.Lease
+		packs = append(packs, rows)
 	}
+	l := catalogtest.PublishEach(t, c, store, catalogtest.Items, "shop1", packs)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := httpx.New("127.0.0.1:0", "", prometheus.NewRegistry(), log)
 	Register(h, Deps{Log: log, Reads: CatalogReads{C: c}})

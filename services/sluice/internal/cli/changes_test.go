@@ -9,13 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
@@ -37,32 +35,14 @@ func TestChangesCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.AcquireLease(ctx, "test", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	row := func(id int64, name string) map[string]any {
 		return map[string]any{"id": id, "tenant": "shop1", "name": name, "qty": int32(id), "price": "1", "ratio": 0.5, "ok": true, "at": int64(0), "local": int64(0),
 			"day": int32(0), "tags": []any{"a"}, "doc": `{}`, "raw": []byte{1}, "big": "x"}
 	}
-	for i, rows := range [][]catalogtest.Row{
+	catalogtest.PublishEach(t, c, store, catalogtest.Items, "shop1", [][]catalogtest.Row{
 		{catalogtest.Ins(10, 1, row(1, "a")), catalogtest.Ins(10, 2, row(2, "b"))},
 		{catalogtest.Upd(20, 1, row(1, "a2")), catalogtest.Del(20, 2, map[string]any{"id": int64(2), "tenant": "shop1"}), catalogtest.Ins(20, 3, row(3, "c"))},
-	} {
-		m := catalogtest.Write(t, store, catalogtest.Items, "shop1", "p"+strconv.Itoa(i), rows)
-		ref, err := catalog.ReadRef(ctx, store, m.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Index(ctx, store, []catalog.PackRef{ref}); err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Publish(ctx, l, 10*time.Second, proto.LSN(10*(i+1)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l = res.Lease
-	}
+	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := httpx.New("127.0.0.1:0", "", prometheus.NewRegistry(), log)
 	api.Register(h, api.Deps{Log: log, Reads: api.CatalogReads{C: c}})
