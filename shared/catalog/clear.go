@@ -27,41 +27,51 @@ type clearKey struct {
 	destination, table string
 }
 
-// clearPredicate returns the predicate a read of destination's table at the
-// published version v adds beside its membership (members, the predicate
-// members returned): no clear row, and no row below the newest clear among
-// the members. A snapshot's membership never changes, so neither does the
-// bound: it is read once per (version, destination, table), remembered,
-// and written as a literal.
-func (c *Catalog) clearPredicate(ctx context.Context, v uint64, destination string, ti TableInfo, members string) (string, error) {
+// cleared is what a snapshot's clears do to a read of one destination's
+// table: pred, the predicate the read adds beside its membership, and the
+// newest clear's position (at, when has).
+type cleared struct {
+	pred string
+	at   proto.Position
+	has  bool
+}
+
+// clearPredicate returns the clears of destination's table at the
+// published version v for a read with the membership members (the
+// predicate members returned): pred admits no clear row, and no row below
+// the newest clear among the members. A snapshot's membership never
+// changes, so neither does the bound: it is read once per (version,
+// destination, table), remembered, and written as a literal.
+func (c *Catalog) clearPredicate(ctx context.Context, v uint64, destination string, ti TableInfo, members string) (cleared, error) {
 	table := ti.Name
 	if c.ignoreClears {
-		return ident(proto.ColOp) + " != " + opClear, nil
+		return cleared{pred: ident(proto.ColOp) + " != " + opClear}, nil
 	}
 	k := clearKey{v, destination, table}
 	c.pubMu.Lock()
-	pred, ok := c.clearCache[k]
+	cl, ok := c.clearCache[k]
 	c.pubMu.Unlock()
 	if ok {
-		return pred, nil
+		return cl, nil
 	}
 	q := fmt.Sprintf("SELECT tupleElement(_sluice_m, 1), tupleElement(_sluice_m, 2), _sluice_n FROM (SELECT max(tuple(%s, %s)) AS _sluice_m, count() AS _sluice_n FROM %s WHERE %s = %s AND %s AND %s = %s)%s",
 		ident(proto.ColLSN), ident(proto.ColSeq), c.rowsTable(ti), ident(rowDest), quote(destination), members, ident(proto.ColOp), opClear, c.readLimits.settings())
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
-		return "", fmt.Errorf("reading the clears of %s of %s at version %d: %w", table, destination, v, err)
+		return cleared{}, fmt.Errorf("reading the clears of %s of %s at version %d: %w", table, destination, v, err)
 	}
-	pred = ident(proto.ColOp) + " != " + opClear
+	cl.pred = ident(proto.ColOp) + " != " + opClear
 	if len(res.Rows) == 1 && asUint(res.Rows[0][2]) > 0 {
-		pred += fmt.Sprintf(" AND (%s, %s) >= (%d, %d)", ident(proto.ColLSN), ident(proto.ColSeq), asUint(res.Rows[0][0]), asUint(res.Rows[0][1]))
+		cl.at, cl.has = proto.Position{LSN: proto.LSN(asUint(res.Rows[0][0])), Seq: asUint(res.Rows[0][1])}, true
+		cl.pred += fmt.Sprintf(" AND (%s, %s) >= (%d, %d)", ident(proto.ColLSN), ident(proto.ColSeq), uint64(cl.at.LSN), cl.at.Seq)
 	}
 	c.pubMu.Lock()
 	if c.clearCache == nil || len(c.clearCache) >= 256 {
-		c.clearCache = map[clearKey]string{}
+		c.clearCache = map[clearKey]cleared{}
 	}
-	c.clearCache[k] = pred
+	c.clearCache[k] = cl
 	c.pubMu.Unlock()
-	return pred, nil
+	return cl, nil
 }
 
 // clearedRows is the source of a resolution over several destinations at

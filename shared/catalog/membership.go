@@ -105,24 +105,55 @@ type memberKey struct {
 	destination, table string
 }
 
-// members returns the membership predicate of destination's table at the
-// published version v (the read's statements also filter destination). A
-// snapshot's membership never changes (its high-water and its removals are
-// its own row and the rows below it, and no version at or below a
-// published one can be published again), so a small membership is read
-// once, remembered, and written as a literal list: the page's two
-// statements then build no set from subqueries.
-func (c *Catalog) members(ctx context.Context, v uint64, destination, table string) (string, error) {
+// packID is a member's pack identity (store_id, pack_id); the read's
+// statements filter its destination.
+type packID struct{ store, pack string }
+
+// memberSet is the membership of one destination's table at a published
+// version: pred, the predicate over a rows table's pack identity, and,
+// when it is small (up to maxLiteralMembers), the members themselves (ids,
+// sorted; listed, else pred is the membership subquery).
+type memberSet struct {
+	pred   string
+	ids    []packID
+	listed bool
+}
+
+// literalMembers is the predicate admitting the rows of exactly ids.
+func literalMembers(ids []packID) string {
+	if len(ids) == 0 {
+		return "0"
+	}
+	var b strings.Builder
+	b.WriteString(rowPackID + " IN (")
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(" + quote(id.store) + ", " + quote(id.pack) + ")")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// members returns the membership of destination's table at the published
+// version v (the read's statements also filter destination). A snapshot's
+// membership never changes (its high-water and its removals are its own
+// row and the rows below it, and no version at or below a published one
+// can be published again), so a small membership is read once,
+// remembered, and written as a literal list: the page's two statements
+// then build no set from subqueries.
+func (c *Catalog) members(ctx context.Context, v uint64, destination, table string) (memberSet, error) {
 	k := memberKey{v, destination, table}
 	c.pubMu.Lock()
-	pred, ok := c.memberCache[k]
+	ms, ok := c.memberCache[k]
 	c.pubMu.Unlock()
 	if ok {
-		return pred, nil
+		return ms, nil
 	}
 	hw, err := c.highWater(ctx, v)
 	if err != nil {
-		return "", err
+		return memberSet{}, err
 	}
 	// The literal high-water (a published snapshot's never changes) spares
 	// the statements the scalar over the watermark.
@@ -132,32 +163,24 @@ func (c *Catalog) members(ctx context.Context, v uint64, destination, table stri
 		ident(c.n.packs()), c.memberRows(u64(v), u64(hw), destination, table), maxLiteralMembers+1)
 	res, err := c.conn.Query(ctx, q)
 	if err != nil {
-		return "", fmt.Errorf("reading membership of %s of %s at version %d: %w", table, destination, v, err)
+		return memberSet{}, fmt.Errorf("reading membership of %s of %s at version %d: %w", table, destination, v, err)
 	}
-	switch n := len(res.Rows); {
-	case n > maxLiteralMembers:
-		pred = sub
-	case n == 0:
-		pred = "0"
-	default:
-		var b strings.Builder
-		b.WriteString(rowPackID + " IN (")
-		for i, r := range res.Rows {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(" + quote(asString(r[0])) + ", " + quote(asString(r[1])) + ")")
+	if len(res.Rows) > maxLiteralMembers {
+		ms = memberSet{pred: sub}
+	} else {
+		ms = memberSet{ids: make([]packID, 0, len(res.Rows)), listed: true}
+		for _, r := range res.Rows {
+			ms.ids = append(ms.ids, packID{asString(r[0]), asString(r[1])})
 		}
-		b.WriteString(")")
-		pred = b.String()
+		ms.pred = literalMembers(ms.ids)
 	}
 	c.pubMu.Lock()
 	if c.memberCache == nil || len(c.memberCache) >= 64 {
-		c.memberCache = map[memberKey]string{}
+		c.memberCache = map[memberKey]memberSet{}
 	}
-	c.memberCache[k] = pred
+	c.memberCache[k] = ms
 	c.pubMu.Unlock()
-	return pred, nil
+	return ms, nil
 }
 
 type tableAtKey struct {

@@ -148,6 +148,13 @@ func (c *Catalog) resolution(ti TableInfo, where string, system bool) string {
 // resolutionFrom is resolution over from (the rows table, or a subquery
 // of it with the same columns).
 func (c *Catalog) resolutionFrom(ti TableInfo, from, where string, system bool) string {
+	return c.resolve(ti, from, where, system, false)
+}
+
+// resolve is resolutionFrom; with tombstones, a key whose winner is a
+// tombstone keeps its row (its system columns tell: _sluice_r_op), where a
+// read drops it.
+func (c *Catalog) resolve(ti TableInfo, from, where string, system, tombstones bool) string {
 	// The winner is the newest row by position, pack identity breaking ties
 	// between copies of one change, so every value is deterministic (a tie
 	// left to read order could change after a merge: rule 9).
@@ -206,8 +213,12 @@ func (c *Catalog) resolutionFrom(ti TableInfo, from, where string, system bool) 
 		el := fmt.Sprintf("if(%s, %s, has(%s, %s))", unchanged(col.Name), t, w(n+8), quote(col.Name))
 		out = append(out, el+" AS _sluice_n"+strconv.Itoa(i))
 	}
-	return "SELECT " + strings.Join(out, ", ") + " FROM (SELECT " + strings.Join(inner, ", ") + " FROM " + from + " WHERE " + where +
-		" GROUP BY " + strings.Join(keys, ", ") + ") WHERE " + w(n+1) + " NOT IN (" + strconv.Itoa(int(proto.OpDelete)) + ", " + strconv.Itoa(int(proto.OpMoveOut)) + ")"
+	q := "SELECT " + strings.Join(out, ", ") + " FROM (SELECT " + strings.Join(inner, ", ") + " FROM " + from + " WHERE " + where +
+		" GROUP BY " + strings.Join(keys, ", ") + ")"
+	if tombstones {
+		return q
+	}
+	return q + " WHERE " + w(n+1) + " NOT IN (" + strconv.Itoa(int(proto.OpDelete)) + ", " + strconv.Itoa(int(proto.OpMoveOut)) + ")"
 }
 
 // resolvedSystem are the aliases of the system columns a resolution with
@@ -281,18 +292,12 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	if ti, err = c.tableAt(ctx, ti, v); err != nil {
-		return Page{}, err
-	}
-	members, err := c.members(ctx, v, req.Destination, req.Table)
+	tv, err := c.viewAt(ctx, ti, v, req.Destination)
 	if err != nil {
 		return Page{}, err
 	}
-	cleared, err := c.clearPredicate(ctx, v, req.Destination, ti, members)
-	if err != nil {
-		return Page{}, err
-	}
-	where := ident(rowDest) + " = " + quote(req.Destination) + " AND " + members + " AND " + cleared
+	ti = tv.ti
+	where := tv.where()
 	if req.Cursor != "" {
 		after, err := cursorPredicate(ti, req.Cursor, ">")
 		if err != nil {
@@ -300,31 +305,23 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 		}
 		where += " AND " + after
 	}
-	keyCols := make([]string, len(ti.PrimaryKey))
-	for i, k := range ti.PrimaryKey {
-		keyCols[i] = ident(k)
-	}
 	// The page's key range first: the next Limit distinct keys, read in
 	// primary-key order (the rows table is sorted by destination, key), so
 	// the resolution below aggregates one page, not the destination.
-	kq := "SELECT " + strings.Join(keyCols, ", ") + " FROM " + c.rowsTable(ti) + " WHERE " + where +
-		" ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT 1 BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(req.Limit) + c.readLimits.settings()
-	keys, err := c.conn.Query(ctx, kq)
+	keys, err := c.keyPage(ctx, ti, where, req.Limit)
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)
 	}
 	page := Page{Version: v, Rows: []json.RawMessage{}}
-	if len(keys.Rows) == 0 {
+	if len(keys) == 0 {
 		return page, nil
 	}
-	last := keys.Rows[len(keys.Rows)-1]
+	last := keys[len(keys)-1]
 	upTo, err := cursorPredicate(ti, encodeCursor(last), "<=")
 	if err != nil {
 		return Page{}, err
 	}
-	order := append([]string{ident(rowDest)}, keyCols...)
-	q := c.resolution(ti, where+" AND "+upTo, req.SystemColumns) + " ORDER BY " + strings.Join(order, ", ") + c.readLimits.settings()
-	res, err := c.conn.Query(ctx, q)
+	res, err := c.conn.Query(ctx, c.resolutionPage(ti, where+" AND "+upTo, req.SystemColumns, false))
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s of %s at version %d: %w", req.Table, req.Destination, v, err)
 	}
@@ -337,10 +334,73 @@ func (c *Catalog) Read(ctx context.Context, req ReadRequest) (Page, error) {
 		}
 		page.Rows = append(page.Rows, b)
 	}
-	if len(keys.Rows) == req.Limit {
+	if len(keys) == req.Limit {
 		// A page may hold fewer rows than keys (tombstones); the cursor
 		// follows the keys.
 		page.Next = encodeCursor(last)
 	}
 	return page, nil
+}
+
+// tableView is one destination's table as a published snapshot holds it:
+// the schema it reads (tableAt), its members and its clears.
+type tableView struct {
+	v       uint64
+	dest    string
+	ti      TableInfo
+	members memberSet
+	cleared cleared
+}
+
+// viewAt reads the view of destination's table ti at the published version
+// v: three cached look-ups (the schema, the membership, the clears).
+func (c *Catalog) viewAt(ctx context.Context, ti TableInfo, v uint64, destination string) (tableView, error) {
+	ti, err := c.tableAt(ctx, ti, v)
+	if err != nil {
+		return tableView{}, err
+	}
+	members, err := c.members(ctx, v, destination, ti.Name)
+	if err != nil {
+		return tableView{}, err
+	}
+	cl, err := c.clearPredicate(ctx, v, destination, ti, members.pred)
+	if err != nil {
+		return tableView{}, err
+	}
+	return tableView{v: v, dest: destination, ti: ti, members: members, cleared: cl}, nil
+}
+
+// where is the predicate admitting the view's rows of its rows table.
+func (tv tableView) where() string {
+	return ident(rowDest) + " = " + quote(tv.dest) + " AND " + tv.members.pred + " AND " + tv.cleared.pred
+}
+
+// keyCols are ti's primary key columns as identifiers.
+func keyCols(ti TableInfo) []string {
+	out := make([]string, len(ti.PrimaryKey))
+	for i, k := range ti.PrimaryKey {
+		out[i] = ident(k)
+	}
+	return out
+}
+
+// keyPage reads the first limit distinct keys of the rows of ti's rows
+// table that where admits, in primary-key order: one statement, under the
+// read limits.
+func (c *Catalog) keyPage(ctx context.Context, ti TableInfo, where string, limit int) ([][]any, error) {
+	kc := strings.Join(keyCols(ti), ", ")
+	res, err := c.conn.Query(ctx, "SELECT "+kc+" FROM "+c.rowsTable(ti)+" WHERE "+where+
+		" ORDER BY "+kc+" LIMIT 1 BY "+kc+" LIMIT "+strconv.Itoa(limit)+c.readLimits.settings())
+	if err != nil {
+		return nil, err
+	}
+	return res.Rows, nil
+}
+
+// resolutionPage is the statement resolving the keys of ti's rows that
+// where admits (see resolve), in (destination, key) order, under the read
+// limits.
+func (c *Catalog) resolutionPage(ti TableInfo, where string, system, tombstones bool) string {
+	order := append([]string{ident(rowDest)}, keyCols(ti)...)
+	return c.resolve(ti, c.rowsTable(ti), where, system, tombstones) + " ORDER BY " + strings.Join(order, ", ") + c.readLimits.settings()
 }

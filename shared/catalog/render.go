@@ -24,6 +24,9 @@ type layout struct {
 	null   []int    // NULL-marker index per column, -1 for none
 	keys   [][]byte // `"name":` per column
 	system int      // index of the first system column, -1 when not asked
+	// quiet leaves the system columns out of the JSON (a row that has them,
+	// for its position, rendered as Read renders it without them).
+	quiet bool
 }
 
 func newLayout(ti TableInfo, system bool) *layout {
@@ -55,6 +58,20 @@ func newLayout(ti TableInfo, system bool) *layout {
 	return l
 }
 
+// keyLayout is the layout of ti's primary key alone: it renders a
+// resolution row's key columns (at 1.., after the destination) as a JSON
+// object.
+func keyLayout(ti TableInfo) *layout {
+	k := ti
+	k.Columns = nil
+	for _, col := range ti.Columns {
+		if ti.isKey(col.Name) {
+			k.Columns = append(k.Columns, col)
+		}
+	}
+	return newLayout(k, false)
+}
+
 // render renders one resolution row as the source row's to_jsonb.
 func (l *layout) render(r []any) (json.RawMessage, error) {
 	b := make([]byte, 0, 256)
@@ -73,7 +90,7 @@ func (l *layout) render(r []any) (json.RawMessage, error) {
 			return nil, fmt.Errorf("column %s: %w", col.Name, err)
 		}
 	}
-	if l.system >= 0 {
+	if l.system >= 0 && !l.quiet {
 		// resolvedSystem: op, unchanged, lsn, seq, commit time, store, pack
 		s := r[l.system:]
 		b = append(b, ',')

@@ -116,7 +116,7 @@ type Catalog struct {
 	clockWindow bool
 	// memberCache holds membership predicates of published versions (see
 	// members); bounded, cleared when full.
-	memberCache map[memberKey]string
+	memberCache map[memberKey]memberSet
 	// tableAtCache holds the schema fingerprint of a table at a published
 	// version (see tableAt); bounded, cleared when full.
 	tableAtCache map[tableAtKey]string
@@ -128,10 +128,14 @@ type Catalog struct {
 	latestRegistration bool
 	// clearCache holds the clear predicates of published versions (see
 	// clearPredicate); bounded, cleared when full.
-	clearCache map[clearKey]string
+	clearCache map[clearKey]cleared
 	// ignoreClears reads as if no clear existed (negative control of the
 	// clear: clear.go; SLUICE_UNSAFE_IGNORE_CLEARS in a sluice_unsafe build).
 	ignoreClears bool
+	// changesNoFallback makes Changes take only the members between the
+	// versions as candidates across a clear or schema change too (negative
+	// control of TestChangesCost).
+	changesNoFallback bool
 }
 
 // tableState is what this process knows of a registered table.

@@ -88,6 +88,7 @@ func Register(h *httpx.Server, d Deps) *Series {
 	h.Handle("GET /api/v1/status", http.HandlerFunc(a.status))
 	registerSnapshots(h, a)
 	h.Handle("GET /api/v1/rows", http.HandlerFunc(a.rows))
+	registerChanges(h, a)
 	h.Handle("GET /ui", http.HandlerFunc(a.ui))
 	h.Handle("GET /ui/actions.js", http.HandlerFunc(a.uiActions))
 	h.Handle("GET /api/v1/links", http.HandlerFunc(a.links))

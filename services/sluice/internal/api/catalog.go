@@ -51,6 +51,17 @@ func (r CatalogReads) Rows(ctx context.Context, q RowsQuery) (RowsPage, error) {
 	return RowsPage{Snapshot: p.Version, Rows: p.Rows, Next: p.Next}, nil
 }
 
+// Changes reads one page of the change feed.
+func (r CatalogReads) Changes(ctx context.Context, q ChangesQuery) (ChangesPage, error) {
+	p, err := r.C.Changes(ctx, catalog.ChangesRequest{
+		Destination: q.Destination, Table: q.Table, From: q.From, To: q.To, Cursor: q.After, Limit: q.Limit,
+	})
+	if err != nil {
+		return ChangesPage{}, apiError(err)
+	}
+	return p, nil
+}
+
 // Columns returns a table's columns (of its latest registered schema).
 func (r CatalogReads) Columns(ctx context.Context, table string) ([]export.Column, error) {
 	ti, err := r.C.Table(ctx, table)
@@ -121,8 +132,10 @@ func apiError(err error) error {
 		return gone{err}
 	case errors.Is(err, catalog.ErrNoSnapshot), errors.Is(err, catalog.ErrUnknownTable):
 		return fmt.Errorf("%w: %v", ErrNotFound, err)
-	case errors.Is(err, catalog.ErrBadCursor):
+	case errors.Is(err, catalog.ErrBadCursor), errors.Is(err, catalog.ErrBadRange):
 		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	case errors.Is(err, catalog.ErrGenerationChanged):
+		return fmt.Errorf("%w: %v", ErrConflict, err)
 	}
 	return err
 }

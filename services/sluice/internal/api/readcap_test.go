@@ -35,6 +35,14 @@ func (s slowReads) Rows(ctx context.Context, q RowsQuery) (RowsPage, error) {
 	return RowsPage{Snapshot: 1}, nil
 }
 
+// Changes holds like Rows: a page of the change feed takes a slot too.
+func (s slowReads) Changes(ctx context.Context, q ChangesQuery) (ChangesPage, error) {
+	if _, err := s.Rows(ctx, RowsQuery{}); err != nil {
+		return ChangesPage{}, err
+	}
+	return ChangesPage{From: q.From, To: 1}, nil
+}
+
 // TestReadCapHTTP: with http.max_reads reads in progress, one more waits
 // http.read_queue_wait and is answered 503 with Retry-After and the key to
 // raise; a slot given back serves the next. Its control: a cap of two
@@ -51,8 +59,10 @@ func TestReadCapHTTP(t *testing.T) {
 		cfg.HTTP.MaxReads, cfg.HTTP.ReadQueueWait = tc.max, 200*time.Millisecond
 		Register(h, Deps{Log: log, Reads: reads, Config: cfg})
 		srv := httptest.NewServer(h.Handler())
-		get := func() (*http.Response, string) {
-			resp, err := http.Get(srv.URL + "/api/v1/rows?destination=shop1&table=public.items")
+		// The first read is a rows page, the second a page of changes:
+		// both take a slot of the one cap.
+		get := func(path string) (*http.Response, string) {
+			resp, err := http.Get(srv.URL + path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,14 +71,14 @@ func TestReadCapHTTP(t *testing.T) {
 			return resp, string(b)
 		}
 		first := make(chan int, 1)
-		go func() { r, _ := get(); first <- r.StatusCode }()
+		go func() { r, _ := get("/api/v1/rows?destination=shop1&table=public.items"); first <- r.StatusCode }()
 		<-reads.started
 		if tc.want == http.StatusOK {
 			// The second read runs beside the first: once it has
 			// started, let both through.
 			go func() { <-reads.started; close(reads.release) }()
 		}
-		resp, body := get()
+		resp, body := get("/api/v1/changes?destination=shop1&table=public.items&from=1")
 		if resp.StatusCode != tc.want {
 			t.Fatalf("max_reads %d: second read answered %d %s, want %d", tc.max, resp.StatusCode, body, tc.want)
 		}
@@ -81,7 +91,7 @@ func TestReadCapHTTP(t *testing.T) {
 		if code := <-first; code != http.StatusOK {
 			t.Fatalf("max_reads %d: first read answered %d", tc.max, code)
 		}
-		if resp, body := get(); resp.StatusCode != http.StatusOK {
+		if resp, body := get("/api/v1/changes?destination=shop1&table=public.items&from=1"); resp.StatusCode != http.StatusOK {
 			t.Fatalf("max_reads %d: a read after the slot came back answered %d %s", tc.max, resp.StatusCode, body)
 		}
 		srv.Close()

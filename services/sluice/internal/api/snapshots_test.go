@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
 	"github.com/sluice-cdc/sluice/shared/chtest"
@@ -44,26 +43,12 @@ func TestSnapshotsRetentionHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.AcquireLease(ctx, "test", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var packs [][]catalogtest.Row
 	for i := int64(1); i <= 8; i++ {
-		m := catalogtest.Write(t, store, catalogtest.Items, "shop1", "p"+strconv.FormatInt(i, 10), []catalogtest.Row{
+		packs = append(packs, []catalogtest.Row{
 			catalogtest.Ins(uint64(i*10), 1, apiItem(1, "v"+strconv.FormatInt(i, 10))), catalogtest.Ins(uint64(i*10), 2, apiItem(i+1, "x"))})
-		ref, err := catalog.ReadRef(ctx, store, m.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Index(ctx, store, []catalog.PackRef{ref}); err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Publish(ctx, l, 10*time.Second, proto.LSN(i*10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l = res.Lease
 	}
+	l := catalogtest.PublishEach(t, c, store, catalogtest.Items, "shop1", packs)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := httpx.New("127.0.0.1:0", "", prometheus.NewRegistry(), log)
 	Register(h, Deps{Log: log, Reads: CatalogReads{C: c}})

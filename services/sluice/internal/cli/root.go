@@ -62,6 +62,7 @@ func newRoot() *cobra.Command {
 		newWaitCmd(g),
 		newReadCmd(g),
 		newExportCmd(g),
+		newChangesCmd(g),
 		newCatalogCmd(g),
 		newDLQCmd(g), newSlotCmd(g),
 		newDestinationsCmd(g), newTraceCmd(g),

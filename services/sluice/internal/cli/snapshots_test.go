@@ -6,14 +6,12 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/sluice/internal/api"
 	"github.com/sluice-cdc/sluice/shared/catalog"
 	"github.com/sluice-cdc/sluice/shared/catalog/catalogtest"
@@ -56,27 +54,13 @@ func TestSnapshotsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.AcquireLease(ctx, "test", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var packs [][]catalogtest.Row
 	for i := int64(1); i <= 4; i++ {
-		m := catalogtest.Write(t, store, catalogtest.Items, "shop1", "p"+strconv.FormatInt(i, 10), []catalogtest.Row{catalogtest.Ins(uint64(i*10), 1, map[string]any{
+		packs = append(packs, []catalogtest.Row{catalogtest.Ins(uint64(i*10), 1, map[string]any{
 			"id": i, "tenant": "shop1", "name": "n", "qty": int32(i), "price": "1", "ratio": 0.5, "ok": true, "at": int64(0), "local": int64(0),
 			"day": int32(0), "tags": []any{"a"}, "doc": `{}`, "raw": []byte{1}, "big": "x"})})
-		ref, err := catalog.ReadRef(ctx, store, m.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Index(ctx, store, []catalog.PackRef{ref}); err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.Publish(ctx, l, 10*time.Second, proto.LSN(i*10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l = res.Lease
 	}
+	l := catalogtest.PublishEach(t, c, store, catalogtest.Items, "shop1", packs)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := httpx.New("127.0.0.1:0", "", prometheus.NewRegistry(), log)
 	api.Register(h, api.Deps{Log: log, Reads: api.CatalogReads{C: c}})
