@@ -41,9 +41,6 @@ import (
 // latest snapshot name no destination: versions, times, through_lsn and
 // pack counts are the same for every tenant (pin reasons, which an
 // operator writes, are left out for a tenant: redactPins).
-// GET /api/v1/changes is being built elsewhere; it is listed by its
-// pattern so that it is reachable, for its own destination only, once it
-// is registered.
 var tenantRoutes = map[string]bool{
 	"GET /api/v1/rows":             true,
 	"GET /api/v1/export":           true,

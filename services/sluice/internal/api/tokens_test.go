@@ -42,6 +42,10 @@ func (tenantReads) Columns(context.Context, string) ([]export.Column, error) {
 	return nil, nil
 }
 
+func (tenantReads) Changes(_ context.Context, q ChangesQuery) (ChangesPage, error) {
+	return ChangesPage{From: q.From, To: 1}, nil
+}
+
 func (tenantReads) Tables(context.Context, string, uint64) ([]string, error) {
 	return []string{"public.items"}, nil
 }
@@ -142,7 +146,7 @@ func concrete(pattern string) (method, path string) {
 		}
 		return "nope"
 	})
-	return method, path + "?destination=shop1&table=public.items&format=jsonl"
+	return method, path + "?destination=shop1&table=public.items&format=jsonl&from=1"
 }
 
 // createToken makes a tenant token through the API, as the CLI does.
@@ -186,7 +190,7 @@ func TestTenantRouteWalk(t *testing.T) {
 		registered[p] = true
 	}
 	for p := range tenantRoutes {
-		if !registered[p] && p != "GET /api/v1/changes" {
+		if !registered[p] {
 			t.Errorf("tenantRoutes lists %q, which nothing registers", p)
 		}
 	}
