@@ -6,7 +6,7 @@ PKGS := github.com/sluice-cdc/sluice/...
 SERVICES := reader router flusher indexer publisher
 CONFIG ?= deploy/demo.yaml
 DURATION ?= 30m
-TEST_TIMEOUT ?= 25m
+TEST_TIMEOUT ?= 40m
 # The packages whose tests switch safety rules off (the end-to-end negative
 # controls and their positive twins) are built with the sluice_unsafe tag,
 # the only build that reads the SLUICE_UNSAFE_* switches (services/reader

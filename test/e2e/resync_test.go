@@ -137,13 +137,15 @@ func (s *sluice) waitResyncDone(id int64) state.Resync {
 // diverge makes the pipeline's copy of table differ from the source
 // without the stream saying so: the table leaves the publication, rows are
 // deleted and changed, and it joins again (pgoutput decodes each change with
-// the publication as of that change, so these are never sent).
+// the publication as of that change, so these are never sent). All in one
+// transaction: the reader's periodic publication check, which repairs a
+// publication sluice created (and resyncs the table), sees the table in it
+// before and after, never the gap — run as separate statements, a check
+// between them re-added the table and the ADD failed.
 func diverge(src *pg, table string, deletes, updates string) {
 	pub := src.strings(`SELECT pubname FROM pg_publication`)[0]
-	src.exec(`ALTER PUBLICATION ` + pub + ` DROP TABLE ` + table)
-	src.exec(deletes)
-	src.exec(updates)
-	src.exec(`ALTER PUBLICATION ` + pub + ` ADD TABLE ` + table)
+	src.exec(`BEGIN; ALTER PUBLICATION ` + pub + ` DROP TABLE ` + table + `; ` + deletes + `; ` + updates +
+		`; ALTER PUBLICATION ` + pub + ` ADD TABLE ` + table + `; COMMIT`)
 }
 
 // load writes to public.rs_items until ctx ends: inserts, updates and
