@@ -65,12 +65,15 @@ func (p *tab) eval(expr string, out any) {
 }
 
 // waitFor evaluates expr (a boolean) until it is true, or fails saying what.
+// An evaluation the page's own navigation cuts off (a form submitted, a
+// link followed) is asked again.
 func (p *tab) waitFor(d time.Duration, what, expr string) {
 	p.t.Helper()
 	for deadline := time.Now().Add(d); ; time.Sleep(200 * time.Millisecond) {
-		var ok bool
-		p.eval("!!("+expr+")", &ok)
-		if ok {
+		ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
+		cancel()
+		if err == nil && ok {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -26,6 +26,34 @@ type packsPage struct {
 
 type traceView struct {
 	Services []string `json:"services"`
+	Traces   []struct {
+		Spans []struct {
+			Operation  string `json:"operation"`
+			Attributes []struct {
+				Key   string `json:"key"`
+				Value any    `json:"value"`
+			} `json:"attributes"`
+		} `json:"spans"`
+	} `json:"traces"`
+}
+
+// flushes reports whether the view holds a flush span of destination d
+// (a pack of a segment shares the trace of the group commit that wrote it,
+// whose flush span can be another destination's).
+func (v traceView) flushes(d string) bool {
+	for _, tr := range v.Traces {
+		for _, sp := range tr.Spans {
+			if sp.Operation != "flusher.flush" {
+				continue
+			}
+			for _, a := range sp.Attributes {
+				if a.Key == "sluice.destination" && a.Value == d {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // TestTraceView: `sluice dev` exporting its spans to a real Jaeger (the
@@ -61,8 +89,9 @@ func TestTraceView(t *testing.T) {
 		"SLUICE_TELEMETRY_OTLP_ENDPOINT="+j.OTLP, "SLUICE_TELEMETRY_JAEGER_QUERY="+j.API, "SLUICE_TELEMETRY_JAEGER_UI=")
 	dests, _ := waitReady(t, server)
 
-	// A pack whose trace Jaeger has with all five services: a flush is
-	// indexed and published within a second or two of it.
+	// A pack whose trace Jaeger has with all five services and its own
+	// destination's flush: a flush is indexed and published within a
+	// second or two of it.
 	var dest, id string
 	until(t, 3*time.Minute, "a pack's trace covering all five services", func() error {
 		var last error
@@ -84,7 +113,7 @@ func TestTraceView(t *testing.T) {
 					last = err
 					continue
 				}
-				if slices.Equal(v.Services, fiveServices) {
+				if slices.Equal(v.Services, fiveServices) && v.flushes(d.Destination) {
 					dest, id = d.Destination, f[1]
 					return nil
 				}
@@ -131,14 +160,14 @@ func TestTraceView(t *testing.T) {
 	}
 	t.Logf("trace view of %s: %d spans, services %v", id, rows, drawn)
 
-	// A click on a flush's row shows its attributes. One flush trace may
-	// hold the flush spans of several destinations (a group commit): the
-	// rows are clicked in turn until the one of dest shows, each detail
-	// read from the row's own next sibling.
+	// A click on a flush's row shows its attributes. The view may hold the
+	// flush spans of several destinations (a segment's group commit, and
+	// the traces joined to it): the rows are clicked in turn until the one
+	// of dest shows, each detail read from the row's own next sibling.
 	var detail string
 	p.eval(`(() => {
 		let last = "";
-		for (const row of document.querySelectorAll('#trace .t-span[data-trace="`+id+`"]')) {
+		for (const row of document.querySelectorAll('#trace .t-span')) {
 			if (!row.textContent.includes("flusher.flush")) continue;
 			row.click();
 			const d = row.nextElementSibling;
