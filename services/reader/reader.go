@@ -24,7 +24,6 @@ import (
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/batch"
 	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
-	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
 	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 	"github.com/sluice-cdc/sluice/shared/config"
 	"github.com/sluice-cdc/sluice/shared/natsx"
@@ -428,7 +427,8 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
-	resolver := pgtypes.NewResolver(src)
+	reads := source.NewReads(src, r.metrics.FetchWaits, r.log)
+	reads.NoFetchWaitForTest = r.noFetchWait
 	opts := &capture.Options{
 		Slot: r.cfg.Source.Slot, Publication: r.cfg.Source.Publication, Tables: tables,
 		BatchRows: r.cfg.Reader.BatchRows, BatchBytes: int(r.cfg.Reader.BatchBytes), MaxPayload: int(r.cfg.NATS.MaxPayload),
@@ -436,39 +436,12 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		AckWait: r.cfg.Reader.AckWait, MaxInFlight: r.cfg.Reader.MaxInFlight,
 		MaxInline: r.maxInline(), Claim: claim,
 		Mem: r.deps.Mem, Append: pgtypes.AppendText,
-		Resolve: func(ctx context.Context, relid uint32, c pgoutput.Column) (proto.Kind, string, batch.JSONFunc, error) {
-			// The type the Relation message names (historic on a replay),
-			// then the catalog only to tell a multi-dimensional array column.
-			kind, pgType, err := resolver.Resolve(ctx, c.TypeOID, c.TypMod)
-			if err != nil {
-				return "", "", nil, err
-			}
-			if _, isArray := kind.Elem(); isArray {
-				if k, _, err := pgtypes.ResolveColumn(ctx, src, relid, c.Name); err == nil && k == proto.KindToJSONB {
-					kind = proto.KindToJSONB
-				}
-			}
-			if kind != proto.KindToJSONB {
-				return kind, pgType, nil, nil
-			}
-			// Composites, hstore, multi-dimensional arrays and arrays that
-			// are not lists of a kind: converted to to_jsonb's JSON by the
-			// type's shape (any dimensions: the array text says how many).
-			shape, err := resolver.Shape(ctx, c.TypeOID)
-			if err != nil {
-				return "", "", nil, err
-			}
-			return kind, pgType, shape.AppendJSON, nil
-		},
-		Fetch: func(ctx context.Context, table string, xid uint32, keyCols, keyTypes []string, keyVals [][]byte, cols []string) ([][]byte, bool, error) {
-			return fetchColumns(ctx, src, table, xid, keyCols, keyTypes, keyVals, cols, r.metrics.FetchWaits, r.log, r.noFetchWait)
-		},
+		Resolve: reads.Resolve,
+		Fetch:   reads.Fetch,
 		DescribeGenerated: func(ctx context.Context, relid uint32) ([]source.Generated, error) {
 			return source.DescribeGenerated(ctx, src, relid)
 		},
-		Eval: func(ctx context.Context, sql string, args [][]byte) ([][]byte, error) {
-			return evalGenerated(ctx, src, sql, args)
-		},
+		Eval: reads.Eval,
 		ColumnNums: func(ctx context.Context, relid uint32) (capture.ColumnNums, error) {
 			return source.ColumnNums(ctx, src, relid)
 		},

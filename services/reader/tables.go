@@ -4,15 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
-	"slices"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
@@ -196,116 +190,4 @@ func loadHalts(ctx context.Context, pool *pgxpool.Pool, schema, slot string) (ma
 		}
 	}
 	return out, at, rows.Err()
-}
-
-// fetchColumns reads the text form of cols of one source row by its key (the
-// key's text forms, cast to the key columns' types so the primary key index
-// serves the lookup), from a snapshot in which transaction xid is visible.
-// The change being decoded has committed, but a commit reaches the
-// replication stream as soon as its WAL is flushed, a moment before the
-// committing backend leaves the proc array: a read in that moment misses the
-// moved row (or sees an older incarnation of its key) and its TOAST value
-// would become NULL in the destination (rule 6). So the snapshot is read
-// with the row, and the read is retried until the snapshot sees xid. With
-// noWait (a negative-control knob) the first read is taken as is.
-// Identifiers come from the validated config and the source catalog and are
-// quoted.
-func fetchColumns(ctx context.Context, src *pgxpool.Pool, table string, xid uint32, keyCols, keyTypes []string, keyVals [][]byte, cols []string, waits prometheus.Counter, log *slog.Logger, noWait bool) ([][]byte, bool, error) {
-	schema, name, _ := strings.Cut(table, ".")
-	sel := make([]string, len(cols))
-	for i, c := range cols {
-		sel[i] = pgx.Identifier{"_sluice_row", c}.Sanitize() + "::text"
-	}
-	on := make([]string, len(keyCols))
-	args := make([]any, len(keyCols))
-	for i, k := range keyCols {
-		on[i] = fmt.Sprintf("%s = $%d::text::%s", pgx.Identifier{"_sluice_row", k}.Sanitize(), i+1, keyTypes[i])
-		args[i] = string(keyVals[i])
-	}
-	// One row always: the statement's snapshot, whether the key was found,
-	// the values.
-	q := "SELECT pg_current_snapshot()::text, _sluice_row.ctid IS NOT NULL, " + strings.Join(sel, ", ") +
-		" FROM (VALUES (1)) AS _sluice_one (x) LEFT JOIN " + pgx.Identifier{schema, name}.Sanitize() + " AS _sluice_row ON " + strings.Join(on, " AND ") +
-		" LIMIT 1"
-	started := time.Now()
-	warned := false
-	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		vals, found, snap, err := fetchOnce(ctx, src, q, args, len(cols))
-		if err != nil {
-			return nil, false, err
-		}
-		ok, err := capture.XidVisible(snap, xid)
-		if err != nil {
-			return nil, false, err
-		}
-		if ok || noWait {
-			return vals, found, nil
-		}
-		waits.Inc()
-		if !warned && time.Since(started) > 5*time.Second {
-			warned = true
-			log.Warn("waiting for a committed transaction to become visible to read a moved row's unchanged TOAST values (a synchronous standby that does not answer holds commits invisible)",
-				"table", table, "xid", xid, "snapshot", snap)
-		}
-		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, false, ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-func fetchOnce(ctx context.Context, src *pgxpool.Pool, q string, args []any, ncols int) (out [][]byte, found bool, snap string, err error) {
-	vals := make([]*string, ncols)
-	ptrs := make([]any, ncols+2)
-	ptrs[0], ptrs[1] = &snap, &found
-	for i := range vals {
-		ptrs[i+2] = &vals[i]
-	}
-	if err := src.QueryRow(ctx, q, args...).Scan(ptrs...); err != nil {
-		return nil, false, "", err
-	}
-	if !found {
-		return nil, false, snap, nil
-	}
-	out = make([][]byte, ncols)
-	for i, v := range vals {
-		if v != nil {
-			out[i] = []byte(*v)
-		}
-	}
-	return out, true, snap, nil
-}
-
-// evalGenerated runs a generated-column statement (source.GeneratedSQL) on
-// one row's text values and returns its text results (nil: NULL).
-func evalGenerated(ctx context.Context, src *pgxpool.Pool, sql string, args [][]byte) ([][]byte, error) {
-	params := make([]any, len(args))
-	for i, a := range args {
-		if a != nil {
-			params[i] = string(a)
-		}
-	}
-	rows, err := src.Query(ctx, sql, params...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		return nil, errors.New("no row")
-	}
-	raw := rows.RawValues()
-	out := make([][]byte, len(raw))
-	for i, v := range raw {
-		if v != nil {
-			out[i] = slices.Clone(v)
-		}
-	}
-	rows.Close()
-	return out, rows.Err()
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-cdc/sluice/proto"
-	"github.com/sluice-cdc/sluice/services/reader/internal/capture"
 	"github.com/sluice-cdc/sluice/shared/pgtest"
 )
 
@@ -156,31 +155,4 @@ func showIs(ctx context.Context, dsn, name, want string) error {
 		return fmt.Errorf("%s = %q, want %q", name, v, want)
 	}
 	return nil
-}
-
-func TestXidVisible(t *testing.T) {
-	for _, c := range []struct {
-		snap string
-		xid  uint32
-		want bool
-	}{
-		{"100:105:", 99, true},
-		{"100:105:", 104, true},
-		{"100:105:", 105, false}, // not completed when the snapshot was taken
-		{"100:105:", 107, false},
-		{"100:105:100,103", 103, false}, // in progress
-		{"100:105:100,103", 102, true},
-		{"4294967390:4294967400:4294967395", 4294967395 & 0xffffffff, false}, // epoch 1
-		{"4294967390:4294967400:4294967395", 4294967391 & 0xffffffff, true},
-		{"4294967290:4294967300:", 4294967295, true}, // the previous epoch's last xid
-		{"4294967290:4294967300:", 4, false},         // this epoch's xid 4 (4294967300) is xmax
-	} {
-		got, err := capture.XidVisible(c.snap, c.xid)
-		if err != nil || got != c.want {
-			t.Errorf("capture.XidVisible(%q, %d) = %v, %v; want %v", c.snap, c.xid, got, err, c.want)
-		}
-	}
-	if _, err := capture.XidVisible("garbage", 1); err == nil {
-		t.Error("a malformed snapshot was accepted")
-	}
 }

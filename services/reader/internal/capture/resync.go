@@ -33,8 +33,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +40,7 @@ import (
 	"github.com/sluice-cdc/sluice/proto"
 	"github.com/sluice-cdc/sluice/services/reader/internal/batch"
 	"github.com/sluice-cdc/sluice/services/reader/internal/pgoutput"
+	"github.com/sluice-cdc/sluice/services/reader/internal/source"
 )
 
 // ResyncPrefix is the prefix of the resync's logical messages.
@@ -240,7 +239,7 @@ func (x *xidRing) invisibleBefore(lw proto.LSN, snap string) (uint32, bool, erro
 		if x.lsns[i] >= lw {
 			continue
 		}
-		ok, err := XidVisible(snap, x.xids[i])
+		ok, err := source.XidVisible(snap, x.xids[i])
 		if err != nil {
 			return 0, false, err
 		}
@@ -534,31 +533,4 @@ func (s *session) publishChunk(ctx context.Context, t *tableState, w *window, hw
 		}
 	}
 	return ChunkResult{}, nil
-}
-
-// XidVisible reports whether a committed transaction with 32-bit id xid is
-// visible in snapshot snap (pg_snapshot's text form, xmin:xmax:xip,...):
-// its full id, the one nearest xmax, is below xmax and not in progress.
-func XidVisible(snap string, xid uint32) (bool, error) {
-	parts := strings.Split(snap, ":")
-	if len(parts) != 3 {
-		return false, fmt.Errorf("parsing snapshot %q: want xmin:xmax:xip", snap)
-	}
-	xmax, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
-		return false, fmt.Errorf("parsing snapshot %q: %w", snap, err)
-	}
-	full := xmax + int64(int32(xid-uint32(xmax)))
-	if full >= xmax {
-		return false, nil
-	}
-	if parts[2] == "" {
-		return true, nil
-	}
-	for _, x := range strings.Split(parts[2], ",") {
-		if v, err := strconv.ParseInt(x, 10, 64); err == nil && v == full {
-			return false, nil
-		}
-	}
-	return true, nil
 }
