@@ -436,18 +436,14 @@ func (r *Reader) capture(ctx context.Context, statePool *pgxpool.Pool) error {
 		AckWait: r.cfg.Reader.AckWait, MaxInFlight: r.cfg.Reader.MaxInFlight,
 		MaxInline: r.maxInline(), Claim: claim,
 		Mem: r.deps.Mem, Append: pgtypes.AppendText,
-		Resolve: reads.Resolve,
-		Fetch:   reads.Fetch,
-		DescribeGenerated: func(ctx context.Context, relid uint32) ([]source.Generated, error) {
-			return source.DescribeGenerated(ctx, src, relid)
-		},
-		Eval: reads.Eval,
+		Resolve:           reads.Resolve,
+		Fetch:             reads.Fetch,
+		DescribeGenerated: reads.DescribeGenerated,
+		Eval:              reads.Eval,
 		ColumnNums: func(ctx context.Context, relid uint32) (capture.ColumnNums, error) {
-			return source.ColumnNums(ctx, src, relid)
+			return reads.ColumnNums(ctx, relid)
 		},
-		HasDefault: func(ctx context.Context, relid uint32, column string) (bool, error) {
-			return source.HasDefault(ctx, src, relid, column)
-		},
+		HasDefault: reads.HasDefault,
 		AutoResync: r.autoResyncFunc(statePool),
 		Halt: func(ctx context.Context, table, reason string, at proto.LSN) error {
 			return saveHalt(ctx, statePool, r.cfg.State.Schema, r.cfg.Source.Slot, table, reason, at)

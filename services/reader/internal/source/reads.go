@@ -21,8 +21,8 @@ import (
 	"github.com/sluice-cdc/sluice/shared/pgtypes"
 )
 
-// Reads are the queries the stream makes of the source while it decodes
-// (capture.Source): column types, unchanged TOAST values, generated
+// Reads are the queries the stream makes of the source while it decodes:
+// column types, unchanged TOAST values, generated
 // columns, column attnums and defaults. Pool is a normal connection pool
 // with the session settings pgtypes.AppendText reads.
 type Reads struct {
